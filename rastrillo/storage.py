@@ -1,0 +1,176 @@
+"""Storage: SQLAlchemy Core over SQLite by default, the same code on PostgreSQL.
+
+SQLite is tuned for a web app serving concurrent requests: WAL (readers never
+block the writer), foreign keys on, a busy timeout, and write transactions
+that start with ``BEGIN IMMEDIATE`` behind a process-wide lock, so two writers
+queue instead of failing with "database is locked" half-way through.
+
+The framework keeps its own tables on :data:`METADATA` (each concern defines
+its tables there); :meth:`Database.open` creates them and then applies the
+app's ``migrations/NNNN_name.sql`` files, once each, in order.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    MetaData,
+    Row,
+    String,
+    Table,
+    create_engine,
+    event,
+    select,
+    text,
+)
+from sqlalchemy.engine import make_url
+
+from .errors import ConfigError
+
+METADATA = MetaData()
+"""The framework's own tables; every concern (sessions, approvals, audit,
+sidecar) defines its tables on this and :meth:`Database.open` creates them."""
+
+migrations_table = Table(
+    "rastrillo_migrations",
+    METADATA,
+    Column("name", String(255), primary_key=True),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_\-]+\.sql$")
+_BUSY_TIMEOUT_MS = 10_000
+
+
+def database_url(db: str) -> str:
+    """Accept a SQLAlchemy URL or a plain SQLite file path."""
+    return db if "://" in db else f"sqlite:///{db}"
+
+
+class Database:
+    """One database for an app: an engine plus the framework's conventions.
+
+    ``read()`` yields a connection for queries; ``write()`` yields one inside a
+    write transaction that commits on success and rolls back on error.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = database_url(url)
+        parsed = make_url(self.url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self._write_lock = threading.Lock()
+        if self.is_sqlite:
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(
+                self.url, connect_args={"check_same_thread": False, "timeout": 10}
+            )
+            event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "begin", _sqlite_on_begin)
+        else:
+            self.engine = create_engine(self.url, pool_pre_ping=True)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads; any transaction it opens is rolled back."""
+        with self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A serialised write transaction: commits on success, rolls back on error."""
+        with self._write_lock, self.engine.connect() as conn:
+            conn = conn.execution_options(rastrillo_write=True)
+            with conn.begin():
+                yield conn
+
+    def query(self, sql: str, /, **params: Any) -> Sequence[Row[Any]]:
+        """Run one read query and return all its rows."""
+        with self.read() as conn:
+            return conn.execute(text(sql), params).all()
+
+    def query_one(self, sql: str, /, **params: Any) -> Row[Any] | None:
+        """Run one read query and return its first row, or None."""
+        with self.read() as conn:
+            return conn.execute(text(sql), params).first()
+
+    def execute(self, sql: str, /, **params: Any) -> int:
+        """Run one write statement in its own transaction; returns rows affected."""
+        with self.write() as conn:
+            return conn.execute(text(sql), params).rowcount
+
+    def open(self, migrations_dir: Path | None = None) -> None:
+        """Create the framework's tables, then apply the app's pending migrations."""
+        METADATA.create_all(self.engine)
+        if migrations_dir is not None:
+            self.migrate(migrations_dir)
+
+    def migrate(self, migrations_dir: Path) -> list[str]:
+        """Apply every ``NNNN_name.sql`` not applied before, in order; return their names."""
+        if not migrations_dir.is_dir():
+            return []
+        files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
+        bad = [p.name for p in files if not _MIGRATION_NAME.match(p.name)]
+        if bad:
+            raise ConfigError(
+                f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"
+            )
+        applied: list[str] = []
+        with self.write() as conn:
+            done = set(conn.execute(select(migrations_table.c.name)).scalars())
+            for path in files:
+                if path.name in done:
+                    continue
+                for statement in split_sql(path.read_text(encoding="utf-8")):
+                    conn.exec_driver_sql(statement)
+                conn.execute(
+                    migrations_table.insert().values(name=path.name, applied_at=datetime.now(UTC))
+                )
+                applied.append(path.name)
+        return applied
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements on `;` at line ends (no procedural SQL)."""
+    statements = re.split(r";\s*(?:\n|$)", script)
+    return [s.strip() for s in statements if _has_code(s)]
+
+
+def _has_code(statement: str) -> bool:
+    lines = (line.strip() for line in statement.splitlines())
+    return any(line and not line.startswith("--") for line in lines)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control from the driver so "begin" below decides the mode.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get("rastrillo_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[Mapping[str, Any]]:
+    """Rows as plain mappings, handy for templates and JSON."""
+    return [dict(r._mapping) for r in rows]
