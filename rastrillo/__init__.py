@@ -1,0 +1,28 @@
+"""Rastrillo: a small web framework whose actions become tools an AI agent can call, safely."""
+
+from .actor import Actor, Approval
+from .app import Options, handler
+from .context import Context
+from .errors import ConfigError, GenerateError, RastrilloError
+from .serve import run
+from .tools.declare import Access, Tool, ToolDef, ToolRead, ToolWrite
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Access",
+    "Actor",
+    "Approval",
+    "ConfigError",
+    "Context",
+    "GenerateError",
+    "Options",
+    "RastrilloError",
+    "Tool",
+    "ToolDef",
+    "ToolRead",
+    "ToolWrite",
+    "__version__",
+    "handler",
+    "run",
+]

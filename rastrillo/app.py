@@ -1,0 +1,210 @@
+"""The app: `Options`, and `handler(options)`, the ASGI app that is served.
+
+The request path, from the outside in:
+
+1. framework endpoints answered outside the app's middleware
+   (``/healthz``, ``/api/version``, ``/api/next-due``);
+2. the framework's middleware (CSRF, then sessions);
+3. ``Options.wrap``, the app's one middleware seam;
+4. the router, which builds ``ctx`` and calls the action's ``handle``.
+
+A browser request and a dispatched tool call both enter at the top, so both
+pass every layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .context import Context
+from .errors import ConfigError
+from .routing import Match, Route, Router
+from .storage import Database
+from .tools.declare import ToolDef
+
+log = logging.getLogger("rastrillo.app")
+
+DEFAULT_ADDR = "127.0.0.1:8000"
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+@dataclass(kw_only=True)
+class Options:
+    """Everything that makes an app; the scaffold's ``app.py`` builds it with keywords."""
+
+    routes: Sequence[Route] = ()
+    """The route table, usually ``gen.routes()``."""
+    tools: Sequence[ToolDef] = ()
+    """The tool registry, usually ``gen.tools()``."""
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None
+    """The app's one middleware seam: given the router, return an ASGI app."""
+    app_dir: Path = field(default_factory=Path.cwd)
+    """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
+    db: str = "app.db"
+    """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
+    secret: str | None = None
+    """A secret for the app's own use; read from ``RASTRILLO_SECRET`` when unset."""
+    version: str = "dev"
+    """Reported by ``GET /api/version``."""
+    origin: str | None = None
+    """The app's public origin (``https://tickets.example``), the base of CSRF checks.
+    Unset: ``RASTRILLO_ORIGIN``, else the address it serves on."""
+    sidecar: Callable[..., Any] | None = None
+    """One pass of scheduled work, run by ``sidecar run`` (see docs/sidecar.md)."""
+    next_due: Callable[[], datetime | None] | None = None
+    """When the app next needs waking, for ``GET /api/next-due``."""
+    setup: Callable[[Database], None] | None = None
+    """Called once with the database after migrations (demo data, for example)."""
+    console: bool = False
+    """Serve the tool console at ``/_rastrillo/console`` (signed-in users only)."""
+    demo: bool = False
+    """Demo mode: the sign-in page lists the demo accounts."""
+    sign_in_path: str = "/signin"
+    """Where ``@sessions.require`` sends a browser without a session."""
+
+    def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
+        origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
+        return origin.rstrip("/")
+
+    def database_url(self) -> str:
+        if "://" in self.db:
+            return self.db
+        return str((self.app_dir / self.db).resolve())
+
+
+class App:
+    """The ASGI app for one `Options`: framework endpoints, middleware, router."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.origin = options.resolved_origin()
+        self.db = Database(options.database_url())
+        self.db.open(options.app_dir / "migrations")
+        if options.setup is not None:
+            options.setup(self.db)
+        self.templates = Environment(
+            loader=ChoiceLoader(
+                [
+                    FileSystemLoader(options.app_dir / "templates"),
+                    PackageLoader("rastrillo", "templates"),
+                ]
+            ),
+            autoescape=True,
+        )
+        self.router = Router(list(options.routes))
+        self._static = _static_files(options.app_dir / "static")
+        inner: ASGIApp = self._route
+        if options.wrap is not None:
+            inner = options.wrap(inner)
+        self._stack = inner
+        self._endpoints: dict[str, Callable[[Request], Any]] = {
+            "/healthz": _healthz,
+            "/api/version": self._version,
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is not None:
+            response = await endpoint(Request(scope, receive))
+            await response(scope, receive, send)
+            return
+        await self._stack(scope, receive, send)
+
+    async def _version(self, request: Request) -> Response:
+        return JSONResponse({"version": self.options.version})
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if self._static is not None and scope["path"].startswith("/static/"):
+            await self._static(scope, receive, send)
+            return
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
+        found = self.router.match(scope["method"], path)
+        if found is None:
+            response: Response = PlainTextResponse("Not found", status_code=404)
+        elif isinstance(found, list):
+            response = PlainTextResponse(
+                "Method not allowed", status_code=405, headers={"Allow": ", ".join(found)}
+            )
+        else:
+            response = await self._call(found, Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def _call(self, match: Match, request: Request) -> Response:
+        form: dict[str, str] = {}
+        if request.method not in ("GET", "HEAD") and request.headers.get(
+            "content-type", ""
+        ).startswith(_FORM_TYPES):
+            parsed = await request.form()
+            form = {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
+        ctx = Context(self, request, match.params, form)
+        route = match.route
+        try:
+            if route.is_async:
+                response = await route.handle(ctx)
+            else:
+                response = await run_in_threadpool(route.handle, ctx)
+        except Exception:
+            log.exception("%s %s (%s) raised", route.method, route.path, route.source)
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        if not isinstance(response, Response):
+            log.error("%s: handle returned %r, not a Response", route.source, type(response))
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        return response
+
+
+def handler(options: Options) -> App:
+    """The app's ASGI app: what is served, and what tool calls are dispatched to."""
+    if not isinstance(options, Options):
+        raise ConfigError("handler() takes a rastrillo.Options")
+    return App(options)
+
+
+def with_overrides(options: Options, **changes: Any) -> Options:
+    """A copy of ``options`` with some fields replaced (used by the command line)."""
+    return dataclasses.replace(options, **changes)
+
+
+async def _healthz(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def _static_files(directory: Path) -> ASGIApp | None:
+    if not directory.is_dir():
+        return None
+    files = StaticFiles(directory=directory)
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        scope = dict(scope, path=scope["path"][len("/static") :], root_path="")
+        await files(scope, receive, send)
+
+    return serve

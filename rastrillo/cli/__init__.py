@@ -1,0 +1,1 @@
+"""The ``rastrillo`` command."""

@@ -1,0 +1,91 @@
+"""``rastrillo``: new, generate, dev, tools, audit.
+
+A user's mistake is printed as one message on stderr with a non-zero exit;
+a traceback only with ``--traceback``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import GenerateError, RastrilloError
+from ..generate import generate
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rastrillo", description="Rastrillo: actions an AI agent can call, safely."
+    )
+    parser.add_argument("--traceback", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("new", help="scaffold a new app")
+    p.add_argument("name")
+    p.set_defaults(func=_new)
+
+    p = sub.add_parser("generate", help="write gen/ from actions/")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("--check", action="store_true", help="write nothing; fail if gen/ is stale")
+    p.set_defaults(func=_generate)
+
+    p = sub.add_parser("dev", help="serve, regenerating and restarting on change")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("--addr", default="127.0.0.1:8000")
+    p.set_defaults(func=_dev)
+
+    from .tools_cmd import add_tools_parser
+
+    add_tools_parser(sub)
+    return parser
+
+
+def _new(args: argparse.Namespace) -> int:
+    from .new import scaffold
+
+    target = scaffold(Path(args.name))
+    print(f"created {target}\nnext: cd {target} && python app.py")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    changed = generate(args.dir, check=args.check)
+    if args.check:
+        if changed:
+            print(f"gen/ is stale: {', '.join(changed)} (run rastrillo generate)", file=sys.stderr)
+            return 1
+        print("gen/ is up to date")
+    else:
+        print(f"wrote {', '.join('gen/' + n for n in changed)}" if changed else "gen/ unchanged")
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from .dev import run_dev
+
+    return run_dev(args.dir, args.addr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except GenerateError as exc:
+        count = len(exc.problems)
+        print(f"{exc}\n{count} problem{'s' * (count != 1)}; gen/ left as it was", file=sys.stderr)
+        return 1
+    except RastrilloError as exc:
+        if args.traceback:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""``rastrillo tools list|schemas``: the registry of an app folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..loader import load_options
+from ..tools import FORMATS, schemas_json
+
+
+def add_tools_parser(sub: Any) -> None:
+    tools = sub.add_parser("tools", help="list, render or call an app's tools")
+    tsub = tools.add_subparsers(dest="tools_command", required=True, metavar="ACTION")
+
+    p = tsub.add_parser("list", help="id, access, method and path, description")
+    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.set_defaults(func=_list)
+
+    p = tsub.add_parser("schemas", help="tool schemas as JSON on stdout")
+    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.add_argument("--format", default="anthropic", choices=FORMATS)
+    p.set_defaults(func=_schemas)
+
+
+def _list(args: argparse.Namespace) -> int:
+    defs = load_options(args.app).tools
+    if not defs:
+        print("no tools: declare TOOL = rastrillo.Tool(...) next to a handle")
+        return 0
+    width = max(len(d.id) for d in defs)
+    for d in defs:
+        print(f"{d.id:<{width}}  {d.access.value:<5}  {d.method} {d.path}  {d.description}")
+    return 0
+
+
+def _schemas(args: argparse.Namespace) -> int:
+    print(schemas_json(load_options(args.app).tools, format=args.format))
+    return 0

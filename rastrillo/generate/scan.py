@@ -1,0 +1,115 @@
+"""Find the action files of an app and derive their routes and tools."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..errors import Problem
+from ..routing import RouteFileError, is_action_part, route_for_file
+from ..tools.declare import ToolDef
+from .tools import check_registry, read_tool
+
+ACTIONS_DIR = "actions"
+
+
+@dataclass(frozen=True)
+class ActionFile:
+    """One action: where it is, its route, and its tool if it declares one."""
+
+    source: str
+    method: str
+    path: str
+    tool: ToolDef | None
+
+
+def scan_actions(app_dir: Path) -> tuple[list[ActionFile], list[Problem]]:
+    """Every action under ``app_dir/actions`` and every problem found, sorted."""
+    root = app_dir / ACTIONS_DIR
+    problems: list[Problem] = []
+    actions: list[ActionFile] = []
+    if not root.is_dir():
+        return [], [Problem(ACTIONS_DIR, None, "no actions/ folder here")]
+    for file in _action_files(root):
+        rel = PurePosixPath(file.relative_to(root).as_posix())
+        source = f"{ACTIONS_DIR}/{rel}"
+        action, found = _read_action(file, rel, source)
+        problems.extend(found)
+        if action is not None:
+            actions.append(action)
+    problems.extend(_collisions(actions))
+    problems.extend(check_registry([a.tool for a in actions if a.tool is not None]))
+    actions.sort(key=lambda a: (a.path, a.method))
+    return actions, sorted(set(problems))
+
+
+def _action_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for path in sorted(root.iterdir()):
+        if not is_action_part(path.name):
+            continue
+        if path.is_dir():
+            found.extend(_action_files(path))
+        elif path.suffix == ".py":
+            found.append(path)
+    return found
+
+
+def _read_action(
+    file: Path, rel: PurePosixPath, source: str
+) -> tuple[ActionFile | None, list[Problem]]:
+    try:
+        method, path = route_for_file(rel)
+    except RouteFileError as exc:
+        return None, [Problem(source, None, str(exc))]
+    try:
+        text = file.read_text(encoding="utf-8")
+        tree = ast.parse(text, filename=source)
+    except SyntaxError as exc:
+        return None, [Problem(source, exc.lineno, f"syntax error: {exc.msg}")]
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, [Problem(source, None, f"cannot be read as UTF-8 Python: {exc}")]
+    problems: list[Problem] = []
+    if not _defines_handle(tree):
+        problems.append(Problem(source, None, "defines no handle(ctx) at module level"))
+    tool, tool_problems = read_tool(tree, source, method, path)
+    problems.extend(tool_problems)
+    if problems:
+        return None, problems
+    return ActionFile(source, method, path, tool), []
+
+
+def _defines_handle(tree: ast.Module) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "handle":
+            return True
+        if isinstance(node, ast.Assign | ast.ImportFrom) and _binds_handle(node):
+            return True
+    return False
+
+
+def _binds_handle(node: ast.Assign | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == "handle" for t in node.targets)
+    return any((alias.asname or alias.name) == "handle" for alias in node.names)
+
+
+def _collisions(actions: list[ActionFile]) -> list[Problem]:
+    seen: dict[tuple[str, str], ActionFile] = {}
+    problems: list[Problem] = []
+    for action in sorted(actions, key=lambda a: a.source):
+        key = (action.method, _shape(action.path))
+        first = seen.setdefault(key, action)
+        if first is not action:
+            message = (
+                f"{action.method} {action.path} is also served by {first.source}: "
+                "two files give the same method and path"
+            )
+            problems.append(Problem(action.source, None, message))
+    return problems
+
+
+def _shape(path: str) -> str:
+    """`/orders/{id}` and `/orders/{order}` are the same route to the router."""
+    return "/".join("{}" if s.startswith("{") else s for s in path.split("/"))

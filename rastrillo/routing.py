@@ -1,0 +1,210 @@
+"""Filesystem routing: from an action file's path to a route, and matching.
+
+An action is ``actions/<dirs>/<name>.<METHOD>.py``. Its route path is the
+directories plus ``name``; ``[param]`` becomes ``{param}``; ``index`` adds no
+segment. Matching happens on the segments of the raw, still percent-encoded
+path, and a parameter is decoded only after matching, so an encoded slash
+(``%2F``) never adds a segment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import unquote
+
+from .errors import RastrilloError
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_PARAM = re.compile(r"^\[(.*)\]$")
+_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Handle = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
+
+
+class RouteFileError(RastrilloError):
+    """An action file's name or folders do not form a valid route."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """One action: its method, path, source file (relative to the app) and handler."""
+
+    method: str
+    path: str
+    source: str
+    handle: Handle = field(compare=False, repr=False)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handle)
+
+
+def is_action_part(name: str) -> bool:
+    """Files and folders whose name starts with `_` (or `.`) are never actions."""
+    return not name.startswith(("_", "."))
+
+
+def route_for_file(relative: PurePosixPath) -> tuple[str, str]:
+    """Return (method, path) for a file relative to ``actions/``.
+
+    Raises :class:`RouteFileError` with a message naming what is wrong.
+    """
+    *dirs, filename = relative.parts
+    if not filename.endswith(".py"):
+        raise RouteFileError("an action file must end in .py")
+    stem = filename[: -len(".py")]
+    name, dot, method = stem.rpartition(".")
+    if not dot or not name:
+        raise RouteFileError(
+            "an action file is named <name>.<METHOD>.py (start helper modules with _)"
+        )
+    if method not in METHODS:
+        raise RouteFileError(f"bad method {method!r}: use one of {', '.join(METHODS)}")
+    segments = [_segment(part) for part in dirs]
+    if name != "index":
+        segments.append(_segment(name))
+    path = "/" + "/".join(segments)
+    params = [s[1:-1] for s in segments if s.startswith("{")]
+    if len(params) != len(set(params)):
+        raise RouteFileError(f"a path parameter appears twice in {path}")
+    return method, path
+
+
+def _segment(part: str) -> str:
+    m = _PARAM.match(part)
+    if m is None:
+        if "[" in part or "]" in part or "{" in part or "}" in part:
+            raise RouteFileError(f"bad path segment {part!r}: a parameter is written [name]")
+        return part
+    name = m.group(1)
+    if not name:
+        raise RouteFileError("empty parameter []: name it, as in [id]")
+    if not _PARAM_NAME.match(name):
+        raise RouteFileError(f"bad parameter name [{name}]: use letters, digits and _")
+    return "{" + name + "}"
+
+
+def path_params(path: str) -> list[str]:
+    """The parameter names of a route path, in order."""
+    return [s[1:-1] for s in path.split("/") if s.startswith("{")]
+
+
+def load_handle(app_dir: Path, source: str) -> Handle:
+    """Import an action file by path and return its ``handle``.
+
+    Action files are not importable by module name (``[id].GET.py``), so each
+    is loaded under a private, stable name derived from its absolute path.
+    """
+    path = (app_dir / source).resolve()
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    module_name = f"rastrillo_action_{digest}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise RastrilloError(f"{source}: cannot be loaded")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    handle = getattr(module, "handle", None)
+    if not callable(handle):
+        raise RastrilloError(f"{source}: defines no handle(ctx)")
+    return handle
+
+
+class _Node:
+    __slots__ = ("literal", "param", "routes")
+
+    def __init__(self) -> None:
+        self.literal: dict[str, _Node] = {}
+        self.param: _Node | None = None
+        self.routes: dict[str, Route] = {}
+
+
+@dataclass(frozen=True)
+class Match:
+    """A matched route with its decoded path parameters."""
+
+    route: Route
+    params: dict[str, str]
+
+
+class Router:
+    """Matches (method, raw path) to a route; literal segments win over parameters."""
+
+    def __init__(self, routes: Sequence[Route]) -> None:
+        self._root = _Node()
+        for route in routes:
+            node = self._root
+            for seg in _split(route.path):
+                if seg.startswith("{"):
+                    node.param = node.param or _Node()
+                    node = node.param
+                else:
+                    node = node.literal.setdefault(seg, _Node())
+            if route.method in node.routes:
+                raise RastrilloError(
+                    f"two routes for {route.method} {route.path}: "
+                    f"{node.routes[route.method].source} and {route.source}"
+                )
+            node.routes[route.method] = route
+
+    def match(self, method: str, raw_path: str) -> Match | list[str] | None:
+        """The match; or the allowed methods when only the method differs; or None."""
+        segments = _split(raw_path)
+        if segments is None:
+            return None
+        node = self._find(self._root, segments, 0)
+        if node is None:
+            return None
+        route = node.routes.get("GET" if method == "HEAD" else method)
+        if route is None:
+            return sorted(node.routes)
+        values = _param_values(route.path, segments)
+        return Match(route, values)
+
+    def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
+        if i == len(segments):
+            return node if node.routes else None
+        seg = segments[i]
+        child = node.literal.get(unquote(seg))
+        if child is not None:
+            found = self._find(child, segments, i + 1)
+            if found is not None:
+                return found
+        if node.param is not None and seg:
+            return self._find(node.param, segments, i + 1)
+        return None
+
+
+def _split(path: str) -> list[str] | None:
+    """Split a raw path into segments; `/` is no segment, one trailing `/` is ignored."""
+    if not path.startswith("/"):
+        return None
+    body = path[1:]
+    if body.endswith("/"):
+        body = body[:-1]
+    if not body:
+        return []
+    segments = body.split("/")
+    return None if "" in segments else segments
+
+
+def _param_values(pattern: str, segments: list[str]) -> dict[str, str]:
+    names = _split(pattern) or []
+    return {
+        name[1:-1]: unquote(seg) for name, seg in zip(names, segments, strict=True)
+        if name.startswith("{")
+    }
