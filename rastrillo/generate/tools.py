@@ -1,0 +1,348 @@
+"""Read an action's `TOOL` statically, check the registry's rules, and render `gen/tools.py`.
+
+The action is never imported: generate must be safe to run on any checkout,
+and a declaration made only of literals is one a reviewer can read at a glance.
+Every rule holds for every provider at once, so the registry renders for all of
+them without renaming anything (see `rastrillo.tools.schemas`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rastrillo.errors import Problem
+from rastrillo.tools.confirm import placeholders
+from rastrillo.tools.declare import Access, ToolDef, tool_id
+from rastrillo.tools.schemas import WRITE_SUFFIX
+
+__all__ = [
+    "ARG_NAME",
+    "MAX_DESCRIPTION",
+    "MAX_ID",
+    "check_registry",
+    "read_tool",
+    "render_tools_module",
+]
+
+MAX_DESCRIPTION = 1024
+"""OpenAI's reported cap; it applies to the description as sent, write suffix included."""
+MAX_ID = 64
+"""OpenAI's and Gemini's tool-name cap (Anthropic and MCP allow 128)."""
+ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+"""Valid as an Anthropic property key, a Vertex parameter name and a form field."""
+
+_PATH_PARAM = re.compile(r"\{([^{}/]*)\}")
+_ACCESS = {
+    "rastrillo.ToolRead": Access.READ,
+    "rastrillo.ToolWrite": Access.WRITE,
+    "rastrillo.Access.READ": Access.READ,
+    "rastrillo.Access.WRITE": Access.WRITE,
+}
+_STRING_FIELDS = ("description", "confirm")
+
+_Refuse = Callable[[int, str], None]
+
+
+@dataclass
+class _Declared:
+    """The fields of one `TOOL`; a field is None when it could not be read.
+
+    `args` holds the readable entries of a dict literal (None if `args` is not
+    one); `arg_lines` every name it declares, readable description or not.
+    """
+
+    line: int
+    description: str | None = None
+    access: Access | None = Access.READ
+    args: dict[str, str] | None = field(default_factory=dict)
+    confirm: str | None = ""
+    lines: dict[str, int] = field(default_factory=dict)
+    arg_lines: dict[str, int] = field(default_factory=dict)
+
+    def line_of(self, name: str) -> int:
+        return self.lines.get(name, self.line)
+
+
+def read_tool(
+    tree: ast.Module, source: str, method: str, path: str
+) -> tuple[ToolDef | None, list[Problem]]:
+    """The `TOOL` of one action file as a registry entry, with every rule it breaks.
+
+    `(None, [])` when the file declares no tool. The def is returned whenever
+    `TOOL` could be read, even if it breaks a rule, so that cross-tool checks
+    can still name it; generate fails on any problem.
+    """
+    problems: list[Problem] = []
+
+    def refuse(line: int, message: str) -> None:
+        problems.append(Problem(file=source, line=line, message=message))
+
+    call = _find_tool_call(tree, refuse)
+    if call is None:
+        return None, problems
+    declared = _read_call(call, _imports(tree), refuse)
+    readable = not problems
+    _check(declared, method, path, refuse)
+    if not readable:
+        return None, problems
+    assert declared.description is not None and declared.access is not None
+    assert declared.args is not None and declared.confirm is not None
+    defn = ToolDef(
+        id=tool_id(method, path),
+        method=method,
+        path=path,
+        description=declared.description,
+        access=declared.access,
+        args=declared.args,
+        confirm=declared.confirm,
+        source=source,
+    )
+    return defn, problems
+
+
+def _find_tool_call(tree: ast.Module, refuse: _Refuse) -> ast.Call | None:
+    values = [
+        node.value
+        for node in tree.body
+        if (isinstance(node, ast.Assign) and any(map(_is_tool_name, node.targets)))
+        or (isinstance(node, ast.AnnAssign) and _is_tool_name(node.target) and node.value)
+    ]
+    if len(values) > 1:
+        for value in values[1:]:
+            refuse(value.lineno, "TOOL is assigned more than once; an action declares one tool")
+        return None
+    if not values:
+        return None
+    value = values[0]
+    if isinstance(value, ast.Call) and _dotted(value.func, _imports(tree)) == "rastrillo.Tool":
+        return value
+    refuse(value.lineno, "TOOL must be rastrillo.Tool(...) called with literal arguments")
+    return None
+
+
+def _is_tool_name(target: ast.expr) -> bool:
+    return isinstance(target, ast.Name) and target.id == "TOOL"
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    """Local name → dotted name, for the module-level imports."""
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def _dotted(node: ast.expr, imports: dict[str, str]) -> str | None:
+    """`rastrillo.ToolWrite` for a name or attribute, however it was imported."""
+    if isinstance(node, ast.Name):
+        name = imports.get(node.id, node.id)
+    elif isinstance(node, ast.Attribute) and (base := _dotted(node.value, imports)):
+        name = f"{base}.{node.attr}"
+    else:
+        return None
+    return name.replace("rastrillo.tools.declare.", "rastrillo.", 1)
+
+
+def _string(node: ast.expr) -> str | None:
+    """The value of a string literal (adjacent literals included), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _read_call(call: ast.Call, imports: dict[str, str], refuse: _Refuse) -> _Declared:
+    declared = _Declared(line=call.lineno)
+    if call.args:
+        refuse(call.args[0].lineno, "rastrillo.Tool takes keyword arguments only")
+    for keyword in call.keywords:
+        name, value = keyword.arg, keyword.value
+        if name is None:
+            refuse(value.lineno, "rastrillo.Tool takes no **mapping; write each field out")
+            continue
+        declared.lines[name] = value.lineno
+        if name in _STRING_FIELDS:
+            text = _string(value)
+            if text is None:
+                refuse(value.lineno, f"{name} must be a string literal")
+            setattr(declared, name, text)
+        elif name == "access":
+            declared.access = _ACCESS.get(_dotted(value, imports) or "")
+            if declared.access is None:
+                refuse(value.lineno, "access must be rastrillo.ToolRead or rastrillo.ToolWrite")
+        elif name == "args":
+            declared.args = _read_args(value, declared.arg_lines, refuse)
+        else:
+            refuse(
+                value.lineno,
+                f"rastrillo.Tool has no field {name!r}; "
+                "it takes description, access, args and confirm",
+            )
+    if "description" not in declared.lines:
+        refuse(call.lineno, "TOOL needs a description")
+    return declared
+
+
+def _read_args(node: ast.expr, lines: dict[str, int], refuse: _Refuse) -> dict[str, str] | None:
+    """The readable entries of a literal dict of name → description; None if not a dict.
+
+    Every readable name goes into `lines`, description readable or not, so the
+    rules about names still see it.
+    """
+    if not isinstance(node, ast.Dict):
+        refuse(node.lineno, "args must be a dict literal of string names to string descriptions")
+        return None
+    args: dict[str, str] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        name = None if key is None else _string(key)
+        text = _string(value)
+        if key is None:
+            refuse(value.lineno, "args cannot unpack another mapping with **")
+        elif name is None:
+            refuse(key.lineno, "each arg name must be a string literal")
+        elif name in lines:
+            refuse(key.lineno, f"arg {name!r} is declared twice")
+        else:
+            lines[name] = key.lineno
+            if text is None:
+                refuse(value.lineno, f"the description of arg {name!r} must be a string literal")
+            else:
+                args[name] = text
+    return args
+
+
+def _check(declared: _Declared, method: str, path: str, refuse: _Refuse) -> None:
+    """Every per-tool rule of the contract; each offender is refused with its line."""
+    access, args, confirm = declared.access, declared.args, declared.confirm
+    description = declared.description
+    if description is not None:
+        line = declared.line_of("description")
+        sent = description + WRITE_SUFFIX if access is Access.WRITE else description
+        if not description.strip():
+            refuse(line, "description is empty; the model chooses tools by it")
+        elif len(sent) > MAX_DESCRIPTION:
+            refuse(
+                line,
+                f"description is {len(sent)} characters as sent to the model "
+                f"(write tools add {WRITE_SUFFIX!r}); the limit is {MAX_DESCRIPTION}",
+            )
+    if access is Access.READ and method != "GET":
+        refuse(
+            declared.line_of("access"),
+            f"a read tool must be a GET action, not {method}; "
+            "declare access=rastrillo.ToolWrite if it changes state (access defaults to read)",
+        )
+    elif access is Access.WRITE and method == "GET":
+        refuse(
+            declared.line_of("access"),
+            "a write tool cannot be a GET action: GET must not change state",
+        )
+    if access is Access.WRITE and confirm is not None and not confirm.strip():
+        refuse(
+            declared.line_of("confirm"),
+            "a write tool needs a confirm sentence, the question its human approves",
+        )
+    for name, line in declared.arg_lines.items():
+        if not ARG_NAME.fullmatch(name):
+            refuse(line, f"arg name {name!r} must match {ARG_NAME.pattern}")
+    if args is not None:
+        declared_names = declared.arg_lines
+        for param in dict.fromkeys(_PATH_PARAM.findall(path)):
+            if param not in declared_names:
+                refuse(
+                    declared.line_of("args"),
+                    f"path parameter {param!r} of {path} must be declared in args",
+                )
+        for name in dict.fromkeys(placeholders(confirm or "")):
+            if name not in declared_names:
+                refuse(declared.line_of("confirm"), f"confirm placeholder {{{name}}} is not an arg")
+    ident = tool_id(method, path)
+    if len(ident) > MAX_ID:
+        refuse(
+            declared.line,
+            f"tool id {ident!r} is {len(ident)} characters; the limit is {MAX_ID} "
+            "(shorten the action's path)",
+        )
+
+
+def check_registry(defs: list[ToolDef]) -> list[Problem]:
+    """The rules across tools: no two tools may share an id; each file is named."""
+    sources: defaultdict[str, list[str]] = defaultdict(list)
+    for defn in defs:
+        sources[defn.id].append(defn.source)
+    problems = []
+    for ident, files in sources.items():
+        for file in files if len(files) > 1 else ():
+            others = ", ".join(sorted(f for f in files if f != file) or [file])
+            problems.append(
+                Problem(file=file, line=None, message=f"tool id {ident!r} is also used by {others}")
+            )
+    return sorted(problems)
+
+
+HEADER = "# generated by rastrillo generate; do not edit"
+_ACCESS_NAME = {Access.READ: "ToolRead", Access.WRITE: "ToolWrite"}
+
+
+def render_tools_module(defs: list[ToolDef]) -> str:
+    """The source of `gen/tools.py`: `tools()` returning the registry sorted by id.
+
+    Deterministic for a given registry (sorted, `repr` literals), so
+    `generate --check` can compare it byte for byte.
+    """
+    ordered = sorted(defs, key=lambda d: (d.id, d.source))
+    access_names = sorted({_ACCESS_NAME[d.access] for d in ordered})
+    lines = [
+        HEADER,
+        "# ruff: noqa: E501",
+        '"""The tool registry: every action that declares TOOL, sorted by id."""',
+        "",
+        f"from rastrillo.tools.declare import {', '.join(['ToolDef', *access_names])}",
+        "",
+        "_TOOLS = (",
+    ]
+    for defn in ordered:
+        lines += [
+            "    ToolDef(",
+            f"        id={_literal(defn.id)},",
+            f"        method={_literal(defn.method)},",
+            f"        path={_literal(defn.path)},",
+            f"        description={_literal(defn.description)},",
+            f"        access={_ACCESS_NAME[defn.access]},",
+            f"        args={_args_literal(defn)},",
+            f"        confirm={_literal(defn.confirm)},",
+            f"        source={_literal(defn.source)},",
+            "    ),",
+        ]
+    lines += [
+        ")",
+        "",
+        "",
+        "def tools() -> list[ToolDef]:",
+        '    """Every tool of the app, sorted by id."""',
+        "    return list(_TOOLS)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _literal(text: str) -> str:
+    """`repr`, with double quotes when that needs no escaping (the house style)."""
+    literal = repr(text)
+    if literal.startswith("'") and '"' not in text:
+        literal = f'"{literal[1:-1]}"'
+    return literal
+
+
+def _args_literal(defn: ToolDef) -> str:
+    items = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in defn.args.items())
+    return "{" + items + "}"

@@ -1,0 +1,116 @@
+"""Tool, ToolDef, Access and tool ids: frozen values and the contract's id rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rastrillo.tools.declare import Access, ArgMap, Tool, ToolDef, ToolRead, ToolWrite, tool_id
+
+
+def make_def(**changes: object) -> ToolDef:
+    fields: dict[str, object] = {
+        "id": "orders_id_cancel_post",
+        "method": "POST",
+        "path": "/orders/{id}/cancel",
+        "description": "Cancel one order.",
+        "access": ToolWrite,
+        "args": {"id": "the order id", "reason": "why"},
+        "confirm": "Cancel order {id}?",
+        "source": "actions/orders/[id]/cancel.POST.py",
+    }
+    return ToolDef(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def test_access_members_and_aliases() -> None:
+    assert [a.value for a in Access] == ["read", "write"]
+    assert ToolRead is Access.READ and ToolWrite is Access.WRITE
+    assert str(ToolWrite) == "write"
+
+
+def test_tool_defaults_to_a_read_tool_without_args_or_confirm() -> None:
+    tool = Tool(description="List events.")
+    assert tool.access is ToolRead
+    assert tool.args == {} and tool.confirm == ""
+
+
+def test_tool_takes_keywords_only() -> None:
+    with pytest.raises(TypeError):
+        Tool("List events.")  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls", [Tool, ToolDef])
+def test_frozen(cls: type) -> None:
+    value = Tool(description="x") if cls is Tool else make_def()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.description = "y"  # type: ignore[misc]
+
+
+def test_args_are_stored_immutably_and_sorted() -> None:
+    source = {"reason": "why", "id": "the order id"}
+    defn = make_def(args=source)
+    source["extra"] = "changed after construction"
+    assert isinstance(defn.args, ArgMap)
+    assert list(defn.args) == ["id", "reason"]
+    assert dict(defn.args) == {"id": "the order id", "reason": "why"}
+    with pytest.raises(TypeError):
+        defn.args["id"] = "x"  # type: ignore[index]
+
+
+def test_compared_and_hashed_by_value() -> None:
+    a = make_def(args={"id": "the order id", "reason": "why"})
+    b = make_def(args={"reason": "why", "id": "the order id"})
+    assert a == b and hash(a) == hash(b)
+    assert len({a, b}) == 1
+    assert a != make_def(source="actions/other.POST.py")
+    assert a != make_def(args={"id": "the order id"})
+    assert Tool(description="x", args={"a": "1"}) == Tool(description="x", args={"a": "1"})
+    assert hash(Tool(description="x")) == hash(Tool(description="x"))
+
+
+def test_argmap_behaves_like_a_read_only_dict() -> None:
+    args = ArgMap({"b": "2", "a": "1"})
+    assert args == {"a": "1", "b": "2"} and args != {"a": "1"}
+    assert repr(args) == "{'a': '1', 'b': '2'}"
+    assert args.get("c") is None and len(args) == 2
+    assert ArgMap(args) == args and ArgMap() == {}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("POST", "/orders/{id}/cancel", "orders_id_cancel_post"),
+        ("GET", "/orders/{id}", "orders_id_get"),
+        ("GET", "/orders/{id}/edit", "orders_id_edit_get"),
+        ("GET", "/orders", "orders_get"),
+        ("GET", "/", "get"),
+        ("POST", "/admin/notes/{id}/edit-basics", "admin_notes_id_edit_basics_post"),
+        ("POST", "/2fa/verify", "a_2fa_verify_post"),
+        ("PATCH", "/Users/{userId}", "users_userid_patch"),
+        ("DELETE", "/a--b//c", "a_b_c_delete"),
+        ("GET", "/café/menü", "caf_men_get"),
+        ("", "/", "a_"),
+        ("", "", "a_"),
+        ("", "/9", "a_9"),
+    ],
+)
+def test_tool_id(method: str, path: str, expected: str) -> None:
+    assert tool_id(method, path) == expected
+
+
+def test_distinct_routes_can_share_an_id() -> None:
+    """Why generate checks ids for duplicates: the rule is lossy."""
+    assert tool_id("POST", "/a-b") == tool_id("POST", "/a_b")
+    assert tool_id("GET", "/orders/{id}") == tool_id("GET", "/orders/id")
+
+
+@given(st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]), st.text())
+def test_tool_id_is_always_a_portable_name(method: str, path: str) -> None:
+    ident = tool_id(method, path)
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", ident)
+    assert "__" not in ident
+    assert tool_id(method, path) == ident
