@@ -70,6 +70,12 @@ class Context:
         html = self._app.templates.get_template(template).render(ctx=self, **context)
         return HTMLResponse(html, status_code=status)
 
+    def respond(self, template: str, status: int = 200, **data: Any) -> Response:
+        """One answer for both callers: JSON of ``data`` for an agent, the page for a human."""
+        if self.actor.human:
+            return self.render(template, status=status, **data)
+        return self.json(data, status=status)
+
     def redirect(self, url: str, status: int = 303) -> RedirectResponse:
         """A redirect; 303 so a browser follows a POST with a GET."""
         return RedirectResponse(url, status_code=status)

@@ -1,0 +1,25 @@
+"""POST /events/{id}/buy: hold tickets for the signed-in user."""
+
+import rastrillo
+import ticketing
+
+TOOL = rastrillo.Tool(
+    description="Buy tickets for an event. The order is held for 15 minutes until it is paid.",
+    access=rastrillo.ToolWrite,
+    args={"id": "the event id", "quantity": "how many tickets, 1 to 10"},
+    confirm="Buy {quantity} ticket(s) for event {id}?",
+)
+
+
+def handle(ctx: rastrillo.Context):
+    event = ticketing.get_event(ctx.db, ctx.params["id"])
+    if event is None:
+        return ctx.not_found()
+    try:
+        order_id = ticketing.buy(ctx.db, ctx.user_id, event["id"], ctx.form.get("quantity", ""))
+    except ticketing.OrderError as exc:
+        return ctx.respond("event.html", status=409, event=event, error=str(exc),
+                           max_per_order=ticketing.MAX_PER_ORDER)
+    if ctx.actor.human:
+        return ctx.redirect(f"/orders/{order_id}")
+    return ctx.json({"order": ticketing.get_order(ctx.db, ctx.user_id, str(order_id))}, status=201)

@@ -1,0 +1,10 @@
+"""GET /orders: the signed-in user's orders."""
+
+import rastrillo
+import ticketing
+
+TOOL = rastrillo.Tool(description="List my orders, newest first, with their status.")
+
+
+def handle(ctx: rastrillo.Context):
+    return ctx.respond("orders.html", orders=ticketing.list_orders(ctx.db, ctx.user_id))

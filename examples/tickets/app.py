@@ -1,0 +1,23 @@
+"""The tickets demo: events, orders a person can list, view and cancel.
+
+`python app.py` serves it on http://127.0.0.1:8000 with demo data.
+"""
+
+from pathlib import Path
+
+import rastrillo
+import ticketing
+from gen import routes, tools
+
+OPTIONS = rastrillo.Options(
+    app_dir=Path(__file__).resolve().parent,
+    routes=routes(),
+    tools=tools(),
+    db="tickets.db",
+    version="0.1.0",
+    setup=ticketing.seed_demo_data,
+    demo=True,
+)
+
+if __name__ == "__main__":
+    raise SystemExit(rastrillo.run(OPTIONS))
