@@ -1,0 +1,84 @@
+"""The sidecar: scheduled and delivery-driven work, outside any request.
+
+``python app.py sidecar run`` calls ``Options.sidecar`` once per pass; the
+pass does what is due and returns when the next pass is due (an aware
+``datetime``) or ``None`` for nothing scheduled. See docs/sidecar.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from ..storage import Database
+from .lease import Lease, SidecarState, read_state, recorded_next_due
+from .loop import (
+    BACKOFF_CAP,
+    BACKOFF_INITIAL,
+    MIN_PASS_GAP,
+    POLL_FLOOR,
+    SHUTDOWN_GRACE,
+    Clock,
+    PassContext,
+    PassFunction,
+    Sidecar,
+    SidecarLoop,
+    Sleeper,
+    SystemClock,
+    as_sidecar,
+)
+from .nextdue import next_due_endpoint
+
+if TYPE_CHECKING:
+    from ..app import Options
+
+__all__ = [
+    "BACKOFF_CAP",
+    "BACKOFF_INITIAL",
+    "MIN_PASS_GAP",
+    "POLL_FLOOR",
+    "SHUTDOWN_GRACE",
+    "Clock",
+    "Lease",
+    "PassContext",
+    "PassFunction",
+    "Sidecar",
+    "SidecarLoop",
+    "SidecarState",
+    "Sleeper",
+    "SystemClock",
+    "as_sidecar",
+    "next_due_endpoint",
+    "read_state",
+    "recorded_next_due",
+    "run_sidecar",
+]
+
+
+def run_sidecar(options: Options) -> int:
+    """Run the app's sidecar until SIGTERM or SIGINT; returns the process exit code."""
+    sidecar = as_sidecar(options.sidecar)
+    if sidecar is None:
+        raise ConfigError(
+            "`sidecar run` needs a sidecar, but Options.sidecar is not set; "
+            "give Options a sidecar= pass function (see docs/sidecar.md)"
+        )
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
+    db = Database(options.database_url())
+    try:
+        db.open(options.app_dir / "migrations")
+        loop = SidecarLoop(
+            sidecar.pass_fn,
+            db=db,
+            lease=Lease(db, sidecar.name, sidecar.lease_ttl),
+            jitter=sidecar.jitter,
+            shutdown_grace=sidecar.shutdown_grace,
+        )
+        return asyncio.run(loop.run())
+    finally:
+        db.dispose()

@@ -1,0 +1,93 @@
+"""``GET /api/next-due``: when a scale-to-zero platform should wake the app.
+
+The platform's activator asks a running instance before hibernating it. The
+answer must never be wrong in the dangerous direction: ``{"due": 0}`` means
+"nothing scheduled, sleep as long as you like", so a failure to compute the
+answer is a 5xx, never 0, and an instant is floored so the app is woken at
+worst a second early, never late.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from .lease import recorded_next_due
+from .loop import as_sidecar, interpret, is_async_callable
+
+if TYPE_CHECKING:
+    from ..app import Options
+    from ..storage import Database
+
+TOKEN_ENV = "CARLOS_ADMIN_TOKEN"
+
+logger = logging.getLogger("rastrillo.sidecar")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def bearer_matches(header: str | None, token: str | None) -> bool:
+    """``Bearer <token>``, scheme in any case, exactly one space; no token configured → False.
+
+    Both sides are hashed before the constant-time compare, so neither the
+    token's length nor its content leaks through timing.
+    """
+    if not token or header is None:
+        return False
+    scheme, space, given = header.partition(" ")
+    same = hmac.compare_digest(
+        hashlib.sha256(given.encode("latin-1")).digest(),
+        hashlib.sha256(token.encode()).digest(),
+    )
+    return same and space == " " and scheme.lower() == "bearer"
+
+
+def unix_seconds(instant: datetime | None) -> int:
+    """Floored Unix seconds of an aware instant; 0 for None (nothing scheduled)."""
+    return 0 if instant is None else (instant - _EPOCH) // timedelta(seconds=1)
+
+
+def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint: ``Options.next_due`` when set, else the sidecar's recorded next due."""
+    provider = options.next_due
+    sidecar = as_sidecar(options.sidecar)
+
+    async def compute() -> datetime | None:
+        if provider is None:
+            assert sidecar is not None
+            return await run_in_threadpool(recorded_next_due, db, sidecar.name)
+        if is_async_callable(provider):
+            result = await provider()  # type: ignore[misc]
+        else:
+            result = await run_in_threadpool(provider)
+        return interpret(result, "Options.next_due")
+
+    async def endpoint(request: Request) -> Response:
+        if provider is None and sidecar is None:
+            return PlainTextResponse("Not found", status_code=404)
+        if request.method not in ("GET", "HEAD"):
+            return PlainTextResponse(
+                "Method not allowed", status_code=405, headers={"Allow": "GET, HEAD"}
+            )
+        if not bearer_matches(request.headers.get("authorization"), os.environ.get(TOKEN_ENV)):
+            return PlainTextResponse(
+                "forbidden\n", status_code=403, headers={"X-Content-Type-Options": "nosniff"}
+            )
+        try:
+            due = await compute()
+        except Exception:
+            logger.exception("next-due: computing the next due instant failed")
+            return PlainTextResponse("next due unavailable\n", status_code=500, headers=_NO_STORE)
+        return JSONResponse({"due": unix_seconds(due)}, headers=_NO_STORE)
+
+    return endpoint
