@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from . import sessions
 from .context import Context
+from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .routing import Match, Route, Router
 from .storage import Database
@@ -75,6 +77,12 @@ class Options:
     """Demo mode: the sign-in page lists the demo accounts."""
     sign_in_path: str = "/signin"
     """Where ``@sessions.require`` sends a browser without a session."""
+    session_idle: timedelta = sessions.DEFAULT_IDLE
+    """A session unused this long ends (two days by default)."""
+    session_lifetime: timedelta = sessions.DEFAULT_LIFETIME
+    """A session ends this long after sign-in however much it is used (two weeks)."""
+    sign_in_rate_limit: sessions.RateLimit = field(default_factory=sessions.RateLimit)
+    """Failed password attempts allowed per account and per client address."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -91,7 +99,7 @@ class App:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.origin = options.resolved_origin()
+        self.origin = canonical_origin(options.resolved_origin())
         self.db = Database(options.database_url())
         self.db.open(options.app_dir / "migrations")
         if options.setup is not None:
@@ -110,7 +118,16 @@ class App:
         inner: ASGIApp = self._route
         if options.wrap is not None:
             inner = options.wrap(inner)
-        self._stack = inner
+        inner = sessions.SessionMiddleware(
+            inner,
+            self.db,
+            self.origin,
+            idle=options.session_idle,
+            lifetime=options.session_lifetime,
+            sign_in_path=options.sign_in_path,
+            rate_limit=options.sign_in_rate_limit,
+        )
+        self._stack: ASGIApp = CSRFMiddleware(inner, self.origin)
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
             "/api/version": self._version,

@@ -1,0 +1,99 @@
+"""CSRF: a request that changes state must come from the app's own pages.
+
+For every method but GET, HEAD and OPTIONS, the first of these headers that
+is present decides:
+
+1. ``Sec-Fetch-Site``: ``same-origin`` or ``none`` passes, anything else is refused;
+2. ``Origin``: passes only when equal to the app's origin (``null`` never is);
+3. ``Referer``: passes only when it is a URL on the app's origin.
+
+With none of them, the request is refused. The app's origin comes from
+configuration, never from the request's ``Host``, which the client chooses.
+A dispatched tool call passes on its in-process scope marker, which no HTTP
+client can set. See docs/csrf.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .context import TOOL_CALL_SCOPE_KEY
+from .errors import ConfigError
+
+log = logging.getLogger("rastrillo.csrf")
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_SAME_ORIGIN_FETCH = ("same-origin", "none")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def canonical_origin(origin: str) -> str:
+    """``scheme://host[:port]`` as browsers send it: lower case, no default port, no path."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"bad origin {origin!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if (
+        scheme not in _DEFAULT_PORTS
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ConfigError(f"bad origin {origin!r}: want scheme://host[:port], http or https")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is None or port == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def refusal(method: str, headers: Headers, origin: str) -> str | None:
+    """Why a request is refused, or None when it may pass; ``origin`` is canonical."""
+    if method in SAFE_METHODS:
+        return None
+    for name in ("sec-fetch-site", "origin", "referer"):
+        values = headers.getlist(name)
+        if len(values) > 1:
+            return f"{name} sent {len(values)} times"
+        if values:
+            return _judge(name, values[0], origin)
+    return "no Sec-Fetch-Site, Origin or Referer header"
+
+
+def _judge(name: str, value: str, origin: str) -> str | None:
+    if name == "sec-fetch-site":
+        ok = value in _SAME_ORIGIN_FETCH
+    elif name == "origin":
+        ok = value == origin
+    else:
+        ok = value.startswith(origin + "/")
+    return None if ok else f"{name} {value[:200]!r} is not {origin}"
+
+
+class CSRFMiddleware:
+    """Refuse cross-site state-changing requests with a 403, and log each refusal."""
+
+    def __init__(self, app: ASGIApp, origin: str) -> None:
+        self.app = app
+        self.origin = canonical_origin(origin)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get(TOOL_CALL_SCOPE_KEY) is None:
+            reason = refusal(scope["method"], Headers(scope=scope), self.origin)
+            if reason is not None:
+                client = (scope.get("client") or ("?", 0))[0]
+                log.warning(
+                    "CSRF refused %s %r from %s: %s", scope["method"], scope["path"], client, reason
+                )
+                response = PlainTextResponse("Cross-site request refused.", status_code=403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,31 @@
+"""Server-side sessions, the `require` guard, and passwords for apps that keep them.
+
+A session is a row in the app's database, so signing out and revoking are
+real: the cookie of a deleted row is worth nothing. See docs/sessions.md.
+"""
+
+from .guard import require, safe_next
+from .middleware import SESSION_SCOPE_KEY, SessionMiddleware, cookie_name, sign_in, sign_out
+from .passwords import check_password, hash_password, needs_rehash, verify_password
+from .store import DEFAULT_IDLE, DEFAULT_LIFETIME, create_session, revoke_user
+from .throttle import RateLimit, TooManyAttempts
+
+__all__ = [
+    "DEFAULT_IDLE",
+    "DEFAULT_LIFETIME",
+    "SESSION_SCOPE_KEY",
+    "RateLimit",
+    "SessionMiddleware",
+    "TooManyAttempts",
+    "check_password",
+    "cookie_name",
+    "create_session",
+    "hash_password",
+    "needs_rehash",
+    "require",
+    "revoke_user",
+    "safe_next",
+    "sign_in",
+    "sign_out",
+    "verify_password",
+]

@@ -1,0 +1,69 @@
+"""`@require` above ``handle``: the route is for signed-in users only."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from ..context import Context
+from .middleware import request_session
+
+H = TypeVar("H", bound=Callable[[Context], Any])
+
+
+def require(handle: H) -> H:
+    """Guard ``handle``: without a valid session, a GET is sent to sign in (303) and
+    coming back afterwards; any other method is refused with 403.
+
+    A dispatched tool call is guarded the same way, by the session of the user
+    the agent acts for.
+    """
+    if inspect.iscoroutinefunction(handle):
+
+        @functools.wraps(handle)
+        async def guarded_async(ctx: Context) -> Any:
+            return _refusal(ctx) or await handle(ctx)
+
+        return guarded_async  # type: ignore[return-value]
+
+    @functools.wraps(handle)
+    def guarded(ctx: Context) -> Any:
+        return _refusal(ctx) or handle(ctx)
+
+    return guarded  # type: ignore[return-value]
+
+
+def safe_next(url: str | None, default: str = "/") -> str:
+    """``url`` if it is a path on this site, else ``default``: where to go after sign-in.
+
+    Refuses ``//host`` and ``/\\host`` (both mean another host to a browser),
+    and whitespace or control characters, which browsers strip before parsing.
+    """
+    if (
+        not url
+        or not url.startswith("/")
+        or url.startswith(("//", "/\\"))
+        or "\\" in url
+        or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url)
+    ):
+        return default
+    return url
+
+
+def _refusal(ctx: Context) -> Response | None:
+    if ctx.user_id is not None:
+        return None
+    if ctx.request.method not in ("GET", "HEAD"):
+        return PlainTextResponse("Sign in first.", status_code=403)
+    scope = ctx.request.scope
+    here = (scope.get("raw_path") or scope["path"].encode()).split(b"?", 1)[0]
+    if scope.get("query_string"):
+        here += b"?" + scope["query_string"]
+    sign_in_path = request_session(ctx).sessions.sign_in_path
+    query = urlencode({"next": here.decode("latin-1")})
+    return RedirectResponse(f"{sign_in_path}?{query}", status_code=303)

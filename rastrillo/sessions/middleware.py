@@ -1,0 +1,162 @@
+"""The session middleware, and `sign_in` / `sign_out` for a handler.
+
+The middleware reads the session cookie, checks its row and puts the user's id
+in the ASGI scope, where ``ctx.user_id`` finds it. ``sign_in`` and
+``sign_out`` change the row during ``handle`` and leave the cookie for the
+middleware to set on the way out, so they are plain functions that work in a
+sync or an async ``handle`` alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.requests import cookie_parser
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..context import USER_SCOPE_KEY
+from ..errors import ConfigError
+from ..storage import Database
+from .store import DEFAULT_IDLE, DEFAULT_LIFETIME, create_session, delete_session, find_session
+from .throttle import RateLimit
+
+if TYPE_CHECKING:
+    from ..context import Context
+
+SESSION_SCOPE_KEY = "rastrillo.session_id"
+"""ASGI scope key holding the current session's id (the cookie value), or None."""
+
+_STATE_KEY = "rastrillo.session"
+_MAX_ID_LENGTH = 128
+
+
+def cookie_name(origin: str) -> str:
+    """The session cookie's name: ``__Host-`` prefixed on https, so no subdomain can set it."""
+    return "__Host-rastrillo_session" if _is_https(origin) else "rastrillo_session"
+
+
+@dataclass
+class RequestSession:
+    """One request's session, shared by reference even when a middleware copies the scope."""
+
+    sessions: SessionMiddleware
+    id: str | None
+    user_id: str | None
+    set_cookie: str | None = None
+
+
+class SessionMiddleware:
+    """Resolve the session cookie to a user for every HTTP request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        db: Database,
+        origin: str,
+        *,
+        idle: timedelta = DEFAULT_IDLE,
+        lifetime: timedelta = DEFAULT_LIFETIME,
+        sign_in_path: str = "/signin",
+        rate_limit: RateLimit | None = None,
+    ) -> None:
+        self.app = app
+        self.db = db
+        self.idle = idle
+        self.lifetime = lifetime
+        self.sign_in_path = sign_in_path
+        self.rate_limit = rate_limit or RateLimit()
+        self.cookie = cookie_name(origin)
+        self._attributes = "; Path=/; HttpOnly; SameSite=Lax" + (
+            "; Secure" if _is_https(origin) else ""
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = await self._resolve(scope)
+        scope[_STATE_KEY] = state
+        scope[SESSION_SCOPE_KEY] = state.id
+        scope[USER_SCOPE_KEY] = state.user_id
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start" and state.set_cookie is not None:
+                MutableHeaders(scope=message).append("set-cookie", state.set_cookie)
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+    async def _resolve(self, scope: Scope) -> RequestSession:
+        presented = _cookie(scope, self.cookie)
+        if presented is None:
+            return RequestSession(self, None, None)
+        found = None
+        if 0 < len(presented) <= _MAX_ID_LENGTH:
+            found = await run_in_threadpool(find_session, self.db, presented)
+        if found is None:
+            return RequestSession(self, None, None, set_cookie=self.cookie_header(None))
+        return RequestSession(self, found.id, found.user_id)
+
+    def cookie_header(self, session_id: str | None) -> str:
+        """A Set-Cookie value that issues ``session_id``, or clears the cookie for None."""
+        if session_id is None:
+            return f"{self.cookie}={self._attributes}; Max-Age=0"
+        max_age = int(self.lifetime.total_seconds())
+        return f"{self.cookie}={session_id}{self._attributes}; Max-Age={max_age}"
+
+
+def sign_in(ctx: Context, user_id: str | int) -> str:
+    """Start a session for ``user_id`` under a fresh id, ending the request's old one.
+
+    A new id at every sign-in means a session id planted before sign-in
+    (session fixation) is worth nothing after it. Returns the new id.
+    """
+    state = request_session(ctx)
+    sessions = state.sessions
+    if state.id is not None:
+        delete_session(sessions.db, state.id)
+    user = str(user_id)
+    new_id = create_session(sessions.db, user, idle=sessions.idle, lifetime=sessions.lifetime)
+    _set(ctx, state, new_id, user)
+    state.set_cookie = sessions.cookie_header(new_id)
+    return new_id
+
+
+def sign_out(ctx: Context) -> None:
+    """End the request's session: its row is deleted, so the old cookie is dead everywhere."""
+    state = request_session(ctx)
+    if state.id is not None:
+        delete_session(state.sessions.db, state.id)
+    _set(ctx, state, None, None)
+    state.set_cookie = state.sessions.cookie_header(None)
+
+
+def _set(ctx: Context, state: RequestSession, session_id: str | None, user_id: str | None) -> None:
+    state.id, state.user_id = session_id, user_id
+    ctx.request.scope[SESSION_SCOPE_KEY] = session_id
+    ctx.request.scope[USER_SCOPE_KEY] = user_id
+    ctx.user_id = user_id
+
+
+def request_session(ctx: Context) -> RequestSession:
+    state = ctx.request.scope.get(_STATE_KEY)
+    if not isinstance(state, RequestSession):
+        raise ConfigError("no session middleware: serve the app with rastrillo.handler(options)")
+    return state
+
+
+def _cookie(scope: Scope, name: str) -> str | None:
+    for key, value in scope["headers"]:
+        if key == b"cookie":
+            found = cookie_parser(value.decode("latin-1")).get(name)
+            if found is not None:
+                return found
+    return None
+
+
+def _is_https(origin: str) -> bool:
+    return origin.lower().startswith("https://")

@@ -1,0 +1,132 @@
+"""Session rows: one per signed-in browser (or agent) session, in the app's database.
+
+The cookie carries a random id of 256 bits; the table keeps only its SHA-256
+digest, so a leaked database does not hand out live sessions. A row is valid
+until the earlier of its absolute expiry and its idle expiry; the idle expiry
+moves forward as the session is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Float,
+    Index,
+    String,
+    Table,
+    delete,
+    or_,
+    select,
+    update,
+)
+
+from ..storage import METADATA, Database
+
+DEFAULT_IDLE = timedelta(days=2)
+DEFAULT_LIFETIME = timedelta(days=14)
+
+sessions_table = Table(
+    "rastrillo_sessions",
+    METADATA,
+    Column("id_digest", String(64), primary_key=True),
+    Column("user_id", String(255), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=False),
+    Column("idle_seconds", Float, nullable=False),
+    Column("idle_expires", Float, nullable=False),
+    Index("rastrillo_sessions_user", "user_id"),
+)
+
+
+def now() -> float:
+    """The clock sessions and rate limits use (unix seconds); tests replace it."""
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Session:
+    """A valid session: its id (the cookie value) and the user it belongs to."""
+
+    id: str
+    user_id: str
+
+
+def create_session(
+    db: Database,
+    user_id: str | int,
+    *,
+    idle: timedelta = DEFAULT_IDLE,
+    lifetime: timedelta = DEFAULT_LIFETIME,
+) -> str:
+    """Store a new session for ``user_id``; return its id, the exact cookie value."""
+    session_id = secrets.token_urlsafe(32)
+    t = now()
+    with db.write() as conn:
+        conn.execute(delete(sessions_table).where(_expired(t)))
+        conn.execute(
+            sessions_table.insert().values(
+                id_digest=_digest(session_id),
+                user_id=str(user_id),
+                created=t,
+                expires=t + lifetime.total_seconds(),
+                idle_seconds=idle.total_seconds(),
+                idle_expires=t + idle.total_seconds(),
+            )
+        )
+    return session_id
+
+
+def find_session(db: Database, session_id: str) -> Session | None:
+    """The valid session with this id, its idle expiry moved forward; else None."""
+    digest = _digest(session_id)
+    t = now()
+    with db.read() as conn:
+        row = conn.execute(select(sessions_table).where(_with_digest(digest))).first()
+    if row is None:
+        return None
+    if t >= min(row.expires, row.idle_expires):
+        delete_session(db, session_id)
+        return None
+    # Touch at most every tenth of the idle time (and at most once a minute),
+    # so an active session stays alive without a write on every request.
+    if row.idle_expires - t < row.idle_seconds - min(60.0, row.idle_seconds / 10):
+        with db.write() as conn:
+            conn.execute(
+                update(sessions_table)
+                .where(_with_digest(digest))
+                .values(idle_expires=t + row.idle_seconds)
+            )
+    return Session(session_id, row.user_id)
+
+
+def delete_session(db: Database, session_id: str) -> None:
+    """End one session: its cookie is dead from now on."""
+    with db.write() as conn:
+        conn.execute(delete(sessions_table).where(_with_digest(_digest(session_id))))
+
+
+def revoke_user(db: Database, user_id: str | int) -> int:
+    """End every session of a user (after a password change, say); return how many."""
+    user_id = str(user_id)
+    with db.write() as conn:
+        result = conn.execute(delete(sessions_table).where(sessions_table.c.user_id == user_id))
+    return result.rowcount
+
+
+def _expired(t: float) -> ColumnElement[bool]:
+    return or_(sessions_table.c.expires <= t, sessions_table.c.idle_expires <= t)
+
+
+def _with_digest(digest: str) -> ColumnElement[bool]:
+    return sessions_table.c.id_digest == digest
+
+
+def _digest(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()

@@ -1,0 +1,90 @@
+"""Rate limits on password attempts, per account and per client address.
+
+Counts live in the app's database so every worker sees them. An attempt is
+counted *before* the password is checked, in one write transaction, so a
+burst of parallel guesses cannot slip past the limit; a success takes its
+count back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import Column, Connection, Float, Integer, String, Table, delete, select
+
+from ..errors import RastrilloError
+from ..storage import METADATA, Database
+from . import store
+
+attempts_table = Table(
+    "rastrillo_sign_in_attempts",
+    METADATA,
+    Column("key", String(80), primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("window_start", Float, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """How many failed attempts are allowed per ``window``, per account and per address."""
+
+    per_account: int = 5
+    per_address: int = 50
+    window: timedelta = timedelta(minutes=15)
+
+
+class TooManyAttempts(RastrilloError):
+    """Sign-in is refused for now; ``retry_after`` says for how many seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many failed sign-in attempts; try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
+def account_key(account: str) -> str:
+    return "account:" + hashlib.sha256(account.strip().casefold().encode()).hexdigest()[:64]
+
+
+def address_key(address: str) -> str:
+    return "address:" + address[:64]
+
+
+def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> None:
+    """Count one attempt against each key, or raise TooManyAttempts if any is used up."""
+    t = store.now()
+    span = window.total_seconds()
+    with db.write() as conn:
+        rows = {key: _current(conn, key, t, span) for key in limits}
+        waits = [
+            start + span - t for key, (failures, start) in rows.items() if failures >= limits[key]
+        ]
+        if waits:
+            raise TooManyAttempts(max(1, math.ceil(max(waits))))
+        for key, (failures, start) in rows.items():
+            _save(conn, key, failures + 1, start)
+
+
+def give_back(db: Database, keys: list[str]) -> None:
+    """Undo one counted attempt on each key (the attempt succeeded)."""
+    with db.write() as conn:
+        for key in keys:
+            row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
+            if row is not None:
+                _save(conn, key, max(0, row.failures - 1), row.window_start)
+
+
+def _current(conn: Connection, key: str, t: float, span: float) -> tuple[int, float]:
+    row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
+    if row is None or t >= row.window_start + span:
+        return 0, t
+    return row.failures, row.window_start
+
+
+def _save(conn: Connection, key: str, failures: int, start: float) -> None:
+    conn.execute(delete(attempts_table).where(attempts_table.c.key == key))
+    if failures:
+        conn.execute(attempts_table.insert().values(key=key, failures=failures, window_start=start))
