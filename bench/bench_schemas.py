@@ -1,0 +1,73 @@
+"""Time `rastrillo.tools.schemas` for 1,000 synthetic tools in all five formats.
+
+Goal: all five formats for 1,000 tools in at most 50 ms in total, in one
+process after import, so an app can render its tool list on every model turn
+without caching it. "cold" is the very first call of each format in this
+process; "warm" is the median of repeated calls. `schemas_json` (the same plus
+JSON encoding, as `rastrillo tools schemas` prints it) is shown for reference.
+
+Run: .venv/bin/python bench/bench_schemas.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from rastrillo.tools import FORMATS, schemas, schemas_json
+from rastrillo.tools.declare import ToolDef, ToolRead, ToolWrite
+
+TOOLS = 1_000
+REPEAT = 30
+GOAL_MS = 50.0
+
+
+def registry(count: int = TOOLS) -> list[ToolDef]:
+    """Half reads, half writes, three args each, descriptions of a realistic size."""
+    defs = []
+    for i in range(count):
+        write = i % 2 == 1
+        defs.append(
+            ToolDef(
+                id=f"things_{i}_id_{'cancel_post' if write else 'get'}",
+                method="POST" if write else "GET",
+                path=f"/things-{i}/{{id}}" + ("/cancel" if write else ""),
+                description=f"Do the thing number {i} to one order, and say what happened. " * 2,
+                access=ToolWrite if write else ToolRead,
+                args={"id": "the order id", "reason": "why it is done", "note": "a note"},
+                confirm="Do thing {id} because {reason}?" if write else "",
+                source=f"actions/things-{i}/[id].py",
+            )
+        )
+    return defs
+
+
+def ms(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> None:
+    defs = registry()
+    rows = []
+    for fmt in FORMATS:
+        cold = ms(lambda fmt=fmt: schemas(defs, fmt))
+        warm = statistics.median(ms(lambda fmt=fmt: schemas(defs, fmt)) for _ in range(REPEAT))
+        as_json = statistics.median(
+            ms(lambda fmt=fmt: schemas_json(defs, fmt)) for _ in range(REPEAT)
+        )
+        rows.append((fmt, cold, warm, as_json))
+    print(f"schemas for {TOOLS:,} tools (ms; warm = median of {REPEAT})")
+    print(f"{'format':<18}{'cold':>8}{'warm':>8}{'json':>8}")
+    for fmt, cold, warm, as_json in rows:
+        print(f"{fmt:<18}{cold:>8.2f}{warm:>8.2f}{as_json:>8.2f}")
+    totals = [sum(row[i] for row in rows) for i in (1, 2, 3)]
+    print(f"{'all five':<18}{totals[0]:>8.2f}{totals[1]:>8.2f}{totals[2]:>8.2f}")
+    verdict = "meets" if max(totals[:2]) <= GOAL_MS else "MISSES"
+    print(f"goal: all five formats <= {GOAL_MS:.0f} ms ({verdict} it, cold and warm)")
+
+
+if __name__ == "__main__":
+    main()
