@@ -1,0 +1,231 @@
+"""Real sidecar processes: signals, exit codes, and the lease between two processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from rastrillo.storage import Database
+
+APP = Path(__file__).with_name("sidecar_app.py")
+
+
+class Sidecar:
+    """One ``python sidecar_app.py sidecar run`` process, its stderr in a file."""
+
+    def __init__(self, workdir: Path, mode: str, *, ttl: float = 60.0) -> None:
+        self.workdir = workdir
+        self.stderr_path = workdir / f"stderr-{mode}-{time.monotonic_ns()}"
+        env = {
+            **os.environ,
+            "SIDECAR_DIR": str(workdir),
+            "SIDECAR_MODE": mode,
+            "SIDECAR_TTL": str(ttl),
+        }
+        with open(self.stderr_path, "w") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(APP), "sidecar", "run"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+
+    @property
+    def log(self) -> str:
+        return self.stderr_path.read_text()
+
+    def marks(self) -> list[tuple[str, float]]:
+        path = self.workdir / f"marks-{self.proc.pid}"
+        if not path.exists():
+            return []
+        return [
+            (word, float(at))
+            for word, at in (line.split() for line in path.read_text().splitlines())
+        ]
+
+    def signal(self, signum: int) -> float:
+        self.proc.send_signal(signum)
+        return time.monotonic()
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def until(check: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    Database(str(tmp_path / "app.db")).open()  # the tables exist before processes race to them
+    return tmp_path
+
+
+@pytest.fixture
+def started(workdir: Path) -> Iterator[Callable[..., Sidecar]]:
+    procs: list[Sidecar] = []
+
+    def start(mode: str, **kwargs: float) -> Sidecar:
+        procs.append(Sidecar(workdir, mode, **kwargs))
+        return procs[-1]
+
+    yield start
+    for p in procs:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("mode", "signum"),
+    [("idle", signal.SIGTERM), ("idle", signal.SIGINT), ("failing", signal.SIGTERM)],
+)
+def test_a_signal_while_sleeping_or_backing_off_exits_0_within_a_second(
+    started: Callable[..., Sidecar], mode: str, signum: int
+) -> None:
+    sidecar = started(mode)
+    until(lambda: "sidecar pass pass_id=1" in sidecar.log)
+    sent = sidecar.signal(signum)
+    assert sidecar.wait(5) == 0
+    assert time.monotonic() - sent < 1.0
+    assert len(sidecar.marks()) == 1  # no pass started after the signal
+    assert "reason=signal exit_code=0" in sidecar.log
+
+
+def test_a_sync_pass_sees_the_stop_flag_and_the_process_exits_0(
+    started: Callable[..., Sidecar],
+) -> None:
+    sidecar = started("cooperative")
+    until(lambda: sidecar.marks())
+    sent = sidecar.signal(signal.SIGTERM)
+    assert sidecar.wait(5) == 0
+    assert time.monotonic() - sent < 1.0
+    assert [word for word, _ in sidecar.marks()] == ["start", "stopped"]
+
+
+def test_an_async_pass_is_cancelled_and_the_process_exits_0(
+    started: Callable[..., Sidecar],
+) -> None:
+    sidecar = started("cancellable")
+    until(lambda: sidecar.marks())
+    sent = sidecar.signal(signal.SIGINT)
+    assert sidecar.wait(5) == 0
+    assert time.monotonic() - sent < 1.0
+    assert [word for word, _ in sidecar.marks()] == ["start", "cancelled"]
+    assert "outcome=cancelled" in sidecar.log
+
+
+def test_a_pass_that_ignores_the_stop_is_abandoned_after_15_seconds(
+    started: Callable[..., Sidecar],
+) -> None:
+    sidecar = started("stubborn")
+    until(lambda: sidecar.marks())
+    sent = sidecar.signal(signal.SIGTERM)
+    code = sidecar.wait(20)
+    elapsed = time.monotonic() - sent
+    assert code != 0
+    assert 15.0 <= elapsed < 16.5
+    assert "outcome=abandoned" in sidecar.log
+
+
+def test_a_second_signal_forces_the_exit(started: Callable[..., Sidecar]) -> None:
+    sidecar = started("stubborn")
+    until(lambda: sidecar.marks())
+    sidecar.signal(signal.SIGTERM)
+    until(lambda: "SIGTERM received" in sidecar.log)
+    sent = sidecar.signal(signal.SIGINT)
+    assert sidecar.wait(5) != 0
+    assert time.monotonic() - sent < 1.0
+    assert "forcing exit" in sidecar.log
+
+
+def test_sidecar_run_without_a_sidecar_fails_at_once_saying_so(
+    started: Callable[..., Sidecar],
+) -> None:
+    sidecar = started("none")
+    assert sidecar.wait(10) != 0
+    assert "Options.sidecar is not set" in sidecar.log
+    assert "Traceback" not in sidecar.log
+
+
+def intervals(
+    sidecars: list[Sidecar], killed_at: dict[int, float]
+) -> list[tuple[float, float, int]]:
+    """Every pass as (start, end, pid); a pass cut short by SIGKILL ends at the kill."""
+    found = []
+    for s in sidecars:
+        start = None
+        for word, at in s.marks():
+            if word == "start":
+                start = at
+            elif word == "end" and start is not None:
+                found.append((start, at, s.proc.pid))
+                start = None
+        if start is not None:
+            found.append((start, killed_at[s.proc.pid], s.proc.pid))
+    return sorted(found)
+
+
+def assert_no_overlap(found: list[tuple[float, float, int]]) -> None:
+    for (_, end, pid), (start, _, next_pid) in pairwise(found):
+        assert start >= end, f"pass of {next_pid} began before a pass of {pid} ended"
+
+
+def test_two_processes_never_run_passes_at_once_and_a_standby_takes_over(
+    started: Callable[..., Sidecar],
+) -> None:
+    ttl = 1.0
+    a = started("busy", ttl=ttl)
+    until(lambda: a.marks())
+    b = started("busy", ttl=ttl)
+    until(lambda: "standby" in b.log)
+    cpu_before = b.cpu_seconds()
+    time.sleep(1.5)
+    assert b.cpu_seconds() - cpu_before < 0.1  # the standby does not spin
+    assert b.marks() == []
+    a.signal(signal.SIGTERM)
+    assert a.wait(5) == 0
+    until(lambda: b.marks(), timeout=ttl)  # a graceful exit hands the lease over at once
+    time.sleep(0.5)
+    b.signal(signal.SIGTERM)
+    assert b.wait(5) == 0
+    found = intervals([a, b], {})
+    assert {pid for _, _, pid in found} == {a.proc.pid, b.proc.pid}
+    assert len(found) > 10
+    assert_no_overlap(found)
+    assert b.log.count("sidecar: standby") == 1  # one line, however many attempts
+
+
+def test_a_holder_killed_with_sigkill_is_taken_over_within_the_lease_time(
+    started: Callable[..., Sidecar],
+) -> None:
+    ttl = 1.0
+    a = started("busy", ttl=ttl)
+    until(lambda: a.marks())
+    b = started("busy", ttl=ttl)
+    until(lambda: "standby" in b.log)
+    a.proc.kill()
+    killed = time.time()
+    a.wait(5)
+    until(lambda: b.marks(), timeout=3 * ttl)
+    first = b.marks()[0][1]
+    assert first - killed <= ttl * 1.25 + 0.3  # the ttl, one standby check, and some slack
+    b.signal(signal.SIGTERM)
+    assert b.wait(5) == 0
+    assert_no_overlap(intervals([a, b], {a.proc.pid: killed}))
