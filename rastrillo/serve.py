@@ -134,4 +134,6 @@ def _signals_end_quietly() -> Iterator[None]:
 
 def _configure_logging() -> None:
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )

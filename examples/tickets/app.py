@@ -5,9 +5,10 @@
 
 from pathlib import Path
 
-import rastrillo
 import ticketing
 from gen import routes, tools
+
+import rastrillo
 
 OPTIONS = rastrillo.Options(
     app_dir=Path(__file__).resolve().parent,

@@ -1,7 +1,8 @@
 """GET /: upcoming events with the tickets left."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 TOOL = rastrillo.Tool(description="List upcoming events with how many tickets are left for each.")
 

@@ -1,7 +1,8 @@
 """GET /events/{id}: one event, with a form to buy tickets."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 TOOL = rastrillo.Tool(
     description="Show one event: name, venue, start time and tickets left.",

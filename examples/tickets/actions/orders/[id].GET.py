@@ -1,7 +1,8 @@
 """GET /orders/{id}: one of the signed-in user's orders."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 TOOL = rastrillo.Tool(
     description="Show one of my orders: event, quantity, status.",

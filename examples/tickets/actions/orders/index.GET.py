@@ -1,7 +1,8 @@
 """GET /orders: the signed-in user's orders."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 TOOL = rastrillo.Tool(description="List my orders, newest first, with their status.")
 

@@ -1,7 +1,8 @@
 """POST /events/{id}/buy: hold tickets for the signed-in user."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 TOOL = rastrillo.Tool(
     description="Buy tickets for an event. The order is held for 15 minutes until it is paid.",

@@ -1,7 +1,8 @@
 """GET /orders/{id}/cancel: the page that asks a person to confirm a cancellation."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 
 def handle(ctx: rastrillo.Context):

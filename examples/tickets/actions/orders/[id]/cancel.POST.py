@@ -1,7 +1,8 @@
 """POST /orders/{id}/cancel: cancel an order and release its tickets."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 TOOL = rastrillo.Tool(
     description="Cancel one of my orders and release its tickets.",

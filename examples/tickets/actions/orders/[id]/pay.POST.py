@@ -1,7 +1,8 @@
 """POST /orders/{id}/pay: pay for a held order (the demo's stand-in for a payment)."""
 
-import rastrillo
 import ticketing
+
+import rastrillo
 
 
 def handle(ctx: rastrillo.Context):

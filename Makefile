@@ -1,0 +1,34 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   serve the tickets demo on SQLite at http://127.0.0.1:8000
+#   make test   run every test (lint and generate --check included)
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+EXAMPLES := $(wildcard examples/*/app.py)
+ADDR ?= 127.0.0.1:8000
+
+.PHONY: demo test check bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	cd examples/tickets && RASTRILLO_DEV=1 ../../$(PY) app.py --addr $(ADDR)
+
+check: $(VENV)/.installed
+	$(BIN)/ruff check .
+	@for app in $(dir $(EXAMPLES)); do echo "generate --check $$app"; $(BIN)/rastrillo generate --check $$app || exit 1; done
+
+test: check
+	bash scripts/ensure-chromium
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

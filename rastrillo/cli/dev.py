@@ -1,0 +1,77 @@
+"""``rastrillo dev``: serve an app, regenerating and restarting it on every change.
+
+When a change breaks ``generate``, the problems are printed and the last good
+build keeps serving until the next change fixes them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from watchfiles import DefaultFilter, watch
+
+from ..errors import GenerateError
+from ..generate import generate
+
+DEV_ENV = "RASTRILLO_DEV"
+"""Set to ``1`` in the served process; the app turns on dev-only pages (the console)."""
+
+
+class _SourceFilter(DefaultFilter):
+    """Ignore what generate and the server write themselves: gen/ and the database."""
+
+    def __call__(self, change: object, path: str) -> bool:
+        parts = Path(path).parts
+        if "gen" in parts or path.endswith((".db", ".db-wal", ".db-shm", "-journal")):
+            return False
+        return super().__call__(change, path)  # type: ignore[arg-type]
+
+
+class DevServer:
+    """The app's server process, replaced only by a build that generated cleanly."""
+
+    def __init__(self, app_dir: Path, addr: str) -> None:
+        self.app_dir = app_dir
+        self.addr = addr
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def rebuild(self) -> bool:
+        """Regenerate; on success restart the server. Returns whether it restarted."""
+        try:
+            generate(self.app_dir)
+        except GenerateError as exc:
+            print(f"rastrillo dev: generate failed, still serving the last good build:\n{exc}",
+                  file=sys.stderr, flush=True)
+            return False
+        self.stop()
+        env = dict(os.environ, **{DEV_ENV: "1"})
+        self.process = subprocess.Popen(
+            [sys.executable, "app.py", "--addr", self.addr], cwd=self.app_dir, env=env
+        )
+        print(f"rastrillo dev: serving {self.app_dir} on http://{self.addr}", flush=True)
+        return True
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
+def run_dev(app_dir: Path, addr: str) -> int:
+    app_dir = app_dir.resolve()
+    server = DevServer(app_dir, addr)
+    server.rebuild()
+    try:
+        for _changes in watch(app_dir, watch_filter=_SourceFilter()):
+            server.rebuild()
+    finally:
+        server.stop()
+    return 0

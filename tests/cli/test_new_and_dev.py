@@ -1,0 +1,80 @@
+"""`rastrillo new` scaffolds an app that serves and passes its own tests; `dev` rebuilds."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from rastrillo.cli.main import main
+from tests.support import free_port
+
+BIN = Path(sys.executable).parent
+
+
+def test_new_app_serves_and_its_tests_pass(tmp_path, serve, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "shop"]) == 0
+    app_dir = tmp_path / "shop"
+    assert main(["generate", "--check", str(app_dir)]) == 0
+    tests = subprocess.run([BIN / "pytest", "-q", "-p", "no:cacheprovider"], cwd=app_dir,
+                           capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    server = serve(app_dir)
+    with server.client() as c:
+        assert c.get("/").status_code == 200
+
+
+def test_new_refuses_an_existing_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").mkdir()
+    assert main(["new", "taken"]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert main(["new", "bad-name"]) == 1
+
+
+def _wait_for(url: str, predicate, timeout: float = 20) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, timeout=2)
+            if predicate(response):
+                return response
+            last = response
+        except httpx.TransportError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"{url} never satisfied the condition; last: {last!r}")
+
+
+def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "live"]) == 0
+    app_dir = tmp_path / "live"
+    port = free_port()
+    log = (tmp_path / "dev.log").open("wb")
+    dev = subprocess.Popen([BIN / "rastrillo", "dev", str(app_dir), "--addr", f"127.0.0.1:{port}"],
+                           stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(base + "/", lambda r: r.status_code == 200)
+        (app_dir / "actions" / "hello.GET.py").write_text(
+            "def handle(ctx):\n    return ctx.text('hello v1')\n")
+        _wait_for(base + "/hello", lambda r: r.text == "hello v1")
+        broken = app_dir / "actions" / "broken.GET.py"
+        broken.write_text("def handle(ctx):\n    return (\n")
+        time.sleep(1.5)
+        assert httpx.get(base + "/hello").text == "hello v1"  # last good build still serves
+        assert "syntax error" in (tmp_path / "dev.log").read_text()
+        broken.unlink()
+        (app_dir / "actions" / "hello.GET.py").write_text(
+            "def handle(ctx):\n    return ctx.text('hello v2')\n")
+        _wait_for(base + "/hello", lambda r: r.text == "hello v2")
+    finally:
+        dev.terminate()
+        dev.wait(timeout=20)
+        shutil.rmtree(app_dir / "gen", ignore_errors=True)

@@ -1,0 +1,28 @@
+"""Shared fixtures: real servers on loopback for throwaway app folders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import Server, free_port
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    """Start ``python app.py`` for an app folder on a free loopback port."""
+    servers: list[Server] = []
+
+    def start(app_dir: Path, *args: str) -> Server:
+        port = free_port()
+        server = Server(app_dir, ["--addr", f"127.0.0.1:{port}", *args], f"http://127.0.0.1:{port}")
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()

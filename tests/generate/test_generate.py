@@ -1,0 +1,130 @@
+"""`rastrillo generate`: what it writes, what it refuses, and that it is deterministic."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rastrillo.cli.main import main
+from rastrillo.errors import GenerateError
+from rastrillo.generate import generate
+
+HANDLE = "def handle(ctx):\n    return ctx.text('ok')\n"
+
+
+def make(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / "actions" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    gen = root / "gen"
+    return {p.name: p.read_bytes() for p in sorted(gen.iterdir())} if gen.exists() else {}
+
+
+def test_routes_cover_every_action_and_skip_underscored(tmp_path):
+    make(tmp_path, {
+        "index.GET.py": HANDLE,
+        "orders/[id]/cancel.POST.py": HANDLE,
+        "_helpers.py": "x = 1\n",
+        "_private/secret.GET.py": HANDLE,
+        "notes.txt": "not python",
+    })
+    generate(tmp_path)
+    text = (tmp_path / "gen" / "routes.py").read_text()
+    assert "('GET', '/', 'actions/index.GET.py')" in text
+    assert "('POST', '/orders/{id}/cancel', 'actions/orders/[id]/cancel.POST.py')" in text
+    assert "secret" not in text and "_helpers" not in text
+
+
+def test_output_is_byte_identical_whatever_the_file_order(tmp_path):
+    files = {f"d{i}/[p]/x{i}.{m}.py": HANDLE for i in range(20) for m in ("GET", "POST")}
+    a = make(tmp_path / "a", files)
+    b = make(tmp_path / "b", dict(reversed(list(files.items()))))
+    generate(a)
+    generate(b)
+    assert snapshot(a) == snapshot(b)
+    assert generate(a) == []  # second run changes nothing
+
+
+def test_check_reports_stale_and_writes_nothing(tmp_path):
+    make(tmp_path, {"index.GET.py": HANDLE})
+    assert generate(tmp_path, check=True) == ["__init__.py", "routes.py", "tools.py"]
+    assert not (tmp_path / "gen").exists()
+    generate(tmp_path)
+    assert generate(tmp_path, check=True) == []
+    make(tmp_path, {"more.GET.py": HANDLE})
+    before = snapshot(tmp_path)
+    assert generate(tmp_path, check=True) == ["routes.py"]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"a.GET.py": HANDLE, "a/index.GET.py": HANDLE},
+         ["actions/a/index.GET.py: GET /a is also served by actions/a.GET.py"]),
+        ({"[id].GET.py": HANDLE, "[key].GET.py": HANDLE},
+         ["actions/[key].GET.py: GET /{key} is also served by actions/[id].GET.py"]),
+        ({"x.FETCH.py": HANDLE}, ["actions/x.FETCH.py: bad method 'FETCH'"]),
+        ({"[]/x.GET.py": HANDLE}, ["actions/[]/x.GET.py: empty parameter []"]),
+        ({"x.GET.py": "def handle(ctx):\n    return (\n"}, ["actions/x.GET.py:2: syntax error"]),
+        ({"x.GET.py": "def other(ctx):\n    pass\n"}, ["actions/x.GET.py: defines no handle(ctx)"]),
+    ],
+)
+def test_refusals_name_the_file_and_leave_gen_alone(tmp_path, files, expected):
+    make(tmp_path, {"index.GET.py": HANDLE})
+    generate(tmp_path)
+    before = snapshot(tmp_path)
+    make(tmp_path, files)
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    message = str(info.value)
+    for fragment in expected:
+        assert fragment in message
+    assert snapshot(tmp_path) == before
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    make(tmp_path, {"a.FETCH.py": HANDLE, "b.GET.py": "def (", "[]/c.GET.py": HANDLE})
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    assert len(info.value.problems) == 3
+
+
+def test_cli_prints_problems_without_traceback(tmp_path, capsys):
+    make(tmp_path, {"a.FETCH.py": HANDLE})
+    assert main(["generate", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "actions/a.FETCH.py: bad method" in err
+    assert "Traceback" not in err
+    assert "gen/ left as it was" in err
+
+
+def test_cli_check_exit_codes(tmp_path, capsys):
+    make(tmp_path, {"index.GET.py": HANDLE})
+    assert main(["generate", "--check", str(tmp_path)]) == 1
+    assert main(["generate", str(tmp_path)]) == 0
+    assert main(["generate", "--check", str(tmp_path)]) == 0
+
+
+def test_cli_missing_actions_folder(tmp_path, capsys):
+    assert main(["generate", str(tmp_path)]) == 1
+    assert "no actions/ folder" in capsys.readouterr().err
+
+
+def test_generated_routes_load_handlers(tmp_path):
+    source = "async def handle(ctx):\n    return ctx.text(ctx.params['id'])\n"
+    make(tmp_path, {"orders/[id].GET.py": source})
+    generate(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "from gen import routes; r = routes()[0]; print(r.path, r.is_async)"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ}, check=True,
+    )
+    assert out.stdout.strip() == "/orders/{id} True"

@@ -1,0 +1,100 @@
+"""Test support: throwaway app folders and real servers on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+
+from rastrillo.generate import generate
+
+APP_PY = '''\
+from pathlib import Path
+
+import rastrillo
+from gen import routes, tools
+{prelude}
+OPTIONS = rastrillo.Options(
+    app_dir=Path(__file__).resolve().parent,
+    routes=routes(),
+    tools=tools(),
+    version="1.2.3",
+    {extra}
+)
+
+if __name__ == "__main__":
+    raise SystemExit(rastrillo.run(OPTIONS))
+'''
+
+
+def write_app(
+    root: Path,
+    actions: dict[str, str],
+    extra: str = "",
+    files: dict[str, str] | None = None,
+    prelude: str = "",
+) -> Path:
+    """An app folder with the given actions (path under actions/ → source), generated.
+
+    ``extra`` adds keyword lines to ``Options(...)``; ``prelude`` adds code before it.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "app.py").write_text(APP_PY.format(extra=extra, prelude=textwrap.dedent(prelude)))
+    for rel, source in {**{f"actions/{k}": v for k, v in actions.items()}, **(files or {})}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    generate(root)
+    return root
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``python app.py ARGS`` in a child process, waited for until it answers."""
+
+    def __init__(self, app_dir: Path, args: list[str], base_url: str, uds: str | None = None):
+        self.base_url = base_url
+        self.uds = uds
+        self.log = app_dir / "server.log"
+        self.process = subprocess.Popen(
+            [sys.executable, "app.py", *args],
+            cwd=app_dir,
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._wait_ready()
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
+        return httpx.Client(base_url=self.base_url, transport=transport, **kwargs)  # type: ignore[arg-type]
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
+            try:
+                with self.client() as c:
+                    if c.get("/healthz").status_code == 200:
+                        return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)

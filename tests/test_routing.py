@@ -1,0 +1,101 @@
+"""Filesystem routing: file → route, and matching on raw path segments."""
+
+from pathlib import PurePosixPath
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rastrillo.routing import Match, Route, RouteFileError, Router, route_for_file
+
+
+@pytest.mark.parametrize(
+    ("file", "method", "path"),
+    [
+        ("index.GET.py", "GET", "/"),
+        ("orders/index.GET.py", "GET", "/orders"),
+        ("orders/[id].GET.py", "GET", "/orders/{id}"),
+        ("orders/[id]/cancel.POST.py", "POST", "/orders/{id}/cancel"),
+        ("a/b/c.PUT.py", "PUT", "/a/b/c"),
+        ("items/[item_id]/index.PATCH.py", "PATCH", "/items/{item_id}"),
+        ("x.DELETE.py", "DELETE", "/x"),
+        ("my-page.GET.py", "GET", "/my-page"),
+    ],
+)
+def test_file_to_route(file, method, path):
+    assert route_for_file(PurePosixPath(file)) == (method, path)
+
+
+@pytest.mark.parametrize(
+    ("file", "message"),
+    [
+        ("orders.FETCH.py", "bad method"),
+        ("orders.get.py", "bad method"),
+        ("helpers.py", "<name>.<METHOD>.py"),
+        ("[]/x.GET.py", "empty parameter"),
+        ("[].GET.py", "empty parameter"),
+        ("[a-b].GET.py", "bad parameter name"),
+        ("[id]/[id].GET.py", "appears twice"),
+        ("a[b.GET.py", "bad path segment"),
+    ],
+)
+def test_bad_files_are_named(file, message):
+    with pytest.raises(RouteFileError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        route_for_file(PurePosixPath(file))
+
+
+def _router(*specs: tuple[str, str]) -> Router:
+    return Router([Route(m, p, f"actions{p}.{m}.py", lambda ctx: None) for m, p in specs])
+
+
+def test_root_matches_only_root():
+    router = _router(("GET", "/"))
+    assert isinstance(router.match("GET", "/"), Match)
+    assert router.match("GET", "/anything") is None
+    assert router.match("GET", "/a/b") is None
+
+
+def test_encoded_slash_is_one_segment_and_decoded_after_matching():
+    router = _router(("GET", "/orders/{id}"), ("GET", "/orders/{id}/cancel"))
+    found = router.match("GET", "/orders/a%2Fb")
+    assert isinstance(found, Match)
+    assert found.route.path == "/orders/{id}"
+    assert found.params == {"id": "a/b"}
+    found = router.match("GET", "/orders/a%2Fcancel")
+    assert isinstance(found, Match) and found.params == {"id": "a/cancel"}
+
+
+def test_literal_segment_wins_over_parameter():
+    router = _router(("GET", "/orders/{id}"), ("GET", "/orders/new"))
+    assert router.match("GET", "/orders/new").route.path == "/orders/new"
+    assert router.match("GET", "/orders/7").route.path == "/orders/{id}"
+
+
+def test_wrong_method_lists_the_allowed_ones():
+    router = _router(("GET", "/orders/{id}"), ("DELETE", "/orders/{id}"))
+    assert router.match("POST", "/orders/1") == ["DELETE", "GET"]
+    assert isinstance(router.match("HEAD", "/orders/1"), Match)
+
+
+def test_empty_segments_and_relative_paths_do_not_match():
+    router = _router(("GET", "/orders/{id}"), ("GET", "/orders"))
+    assert router.match("GET", "/orders//") is None
+    assert router.match("GET", "//orders") is None
+    assert router.match("GET", "orders") is None
+    assert isinstance(router.match("GET", "/orders/"), Match)
+
+
+def test_same_route_twice_is_refused():
+    with pytest.raises(Exception, match="two routes"):
+        _router(("GET", "/a/{x}"), ("GET", "/a/{y}"))
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_any_single_segment_value_round_trips(value):
+    from urllib.parse import quote
+
+    router = _router(("GET", "/orders/{id}"), ("GET", "/orders/{id}/cancel"))
+    found = router.match("GET", "/orders/" + quote(value, safe=""))
+    assert isinstance(found, Match)
+    assert found.route.path == "/orders/{id}"
+    assert found.params == {"id": value}

@@ -1,0 +1,130 @@
+"""`rastrillo.run`: serving on an address or a unix socket, usage errors, draining on SIGTERM."""
+
+import signal
+import sqlite3
+import threading
+import time
+
+import httpx
+import pytest
+
+from rastrillo import Options, run
+from tests.support import Server, write_app
+
+ACTIONS = {
+    "index.GET.py": """
+        def handle(ctx):
+            return ctx.text("home")
+    """,
+    "slow.GET.py": """
+        import time
+
+        def handle(ctx):
+            time.sleep(1.5)
+            return ctx.text("finished")
+    """,
+    "notes/index.POST.py": """
+        def handle(ctx):
+            ctx.db.execute("INSERT INTO notes (body) VALUES (:b)", b=ctx.form["body"])
+            return ctx.text("saved", status=201)
+    """,
+}
+MIGRATION = {"migrations/0001_notes.sql": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"}
+WRAP_PRELUDE = """
+from starlette.responses import PlainTextResponse
+
+
+def refuse_all(app):
+    async def middleware(scope, receive, send):
+        await PlainTextResponse("blocked by app middleware", status_code=418)(scope, receive, send)
+
+    return middleware
+"""
+
+
+@pytest.fixture
+def app_dir(tmp_path):
+    return write_app(tmp_path / "app", ACTIONS, files=MIGRATION)
+
+
+def test_serves_on_addr_with_health_and_version(app_dir, serve):
+    server = serve(app_dir)
+    with server.client() as c:
+        assert c.get("/").text == "home"
+        health = c.get("/healthz")
+        assert (health.status_code, health.text) == (200, "ok")
+        assert c.get("/api/version").json() == {"version": "1.2.3"}
+        assert c.get("/missing").status_code == 404
+        assert c.post("/", headers={"Origin": server.base_url}).status_code == 405
+    assert server.stop() == 0
+
+
+def test_serves_on_a_unix_socket(app_dir, tmp_path):
+    sock = str(tmp_path / "app.sock")
+    server = Server(app_dir, ["--socket", sock], "http://app", uds=sock)
+    try:
+        with server.client() as c:
+            assert c.get("/").text == "home"
+    finally:
+        assert server.stop() == 0
+
+
+def test_db_flag_picks_the_sqlite_file(app_dir, serve, tmp_path):
+    db = tmp_path / "elsewhere.db"
+    server = serve(app_dir, "--db", str(db))
+    with server.client(headers={"Origin": server.base_url}) as c:
+        assert c.post("/notes", data={"body": "hi"}).status_code == 201
+    server.stop()
+    assert sqlite3.connect(db).execute("SELECT body FROM notes").fetchall() == [("hi",)]
+
+
+def test_serve_word_is_accepted(app_dir, tmp_path):
+    from tests.support import free_port
+
+    port = free_port()
+    server = Server(app_dir, ["serve", "--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}")
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bogus"], ["sidecar"], ["sidecar", "run", "now"], ["--addr"], ["--addr", "nope"],
+     ["--addr", "127.0.0.1:1", "--socket", "x"], ["--port", "1"], ["serve", "serve"]],
+)
+def test_other_argv_is_a_usage_error(argv, capsys):
+    assert run(Options(), argv) == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err
+    assert "Traceback" not in err
+
+
+def test_framework_endpoints_sit_outside_the_app_middleware(tmp_path, serve):
+    app_dir = write_app(
+        tmp_path / "app", ACTIONS, extra="wrap=refuse_all,", files=MIGRATION, prelude=WRAP_PRELUDE
+    )
+    server = serve(app_dir)
+    with server.client() as c:
+        assert c.get("/").status_code == 418
+        assert c.get("/healthz").text == "ok"
+        assert c.get("/api/version").json() == {"version": "1.2.3"}
+
+
+def test_sigterm_lets_a_request_in_flight_finish(app_dir, serve):
+    server = serve(app_dir)
+    result: dict[str, object] = {}
+
+    def slow_request():
+        with server.client(timeout=10) as c:
+            response = c.get("/slow")
+            result["status"], result["text"] = response.status_code, response.text
+
+    thread = threading.Thread(target=slow_request)
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert server.stop(signal.SIGTERM) == 0
+    thread.join()
+    assert result == {"status": 200, "text": "finished"}
+    assert time.monotonic() - started < 10
+    with pytest.raises(httpx.TransportError), server.client() as c:
+        c.get("/")

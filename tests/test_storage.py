@@ -1,0 +1,87 @@
+"""Storage: migrations applied once and in order; concurrent writers never hit "locked"."""
+
+import threading
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from rastrillo.errors import ConfigError
+from rastrillo.storage import Database, split_sql
+
+
+def test_migrations_apply_once_in_order(tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0002_more.sql").write_text("INSERT INTO log (step) VALUES ('second');\n")
+    (migrations / "0001_init.sql").write_text(
+        "-- the table\nCREATE TABLE log (id INTEGER PRIMARY KEY, step TEXT);\n"
+        "INSERT INTO log (step) VALUES ('first');\n"
+    )
+    db = Database(str(tmp_path / "app.db"))
+    db.open(migrations)
+    db.open(migrations)
+    assert [r.step for r in db.query("SELECT step FROM log ORDER BY id")] == ["first", "second"]
+    (migrations / "0003_third.sql").write_text("INSERT INTO log (step) VALUES ('third');")
+    assert Database(str(tmp_path / "app.db")).migrate(migrations) == ["0003_third.sql"]
+    names = [r.name for r in db.query("SELECT name FROM rastrillo_migrations ORDER BY name")]
+    assert names == ["0001_init.sql", "0002_more.sql", "0003_third.sql"]
+
+
+def test_a_failing_migration_applies_nothing(tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_bad.sql").write_text("CREATE TABLE a (x INT);\nNOT SQL AT ALL;\n")
+    db = Database(str(tmp_path / "app.db"))
+    with pytest.raises(OperationalError):
+        db.open(migrations)
+    assert db.query("SELECT name FROM sqlite_master WHERE name = 'a'") == []
+    assert db.query("SELECT * FROM rastrillo_migrations") == []
+
+
+def test_badly_named_migration_is_a_clear_error(tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "init.sql").write_text("SELECT 1;")
+    with pytest.raises(ConfigError, match=r"NNNN_name\.sql"):
+        Database(str(tmp_path / "app.db")).open(migrations)
+
+
+def test_sqlite_settings(tmp_path):
+    db = Database(str(tmp_path / "app.db"))
+    with db.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+
+
+def test_concurrent_read_modify_write_never_locks_or_loses(tmp_path):
+    db = Database(str(tmp_path / "app.db"))
+    db.execute("CREATE TABLE counter (n INTEGER)")
+    db.execute("INSERT INTO counter VALUES (0)")
+    other = Database(str(tmp_path / "app.db"))  # a second engine, as a second process has
+    errors: list[BaseException] = []
+
+    def bump(database: Database) -> None:
+        try:
+            for _ in range(25):
+                with database.write() as conn:
+                    n = conn.exec_driver_sql("SELECT n FROM counter").scalar()
+                    conn.exec_driver_sql(f"UPDATE counter SET n = {n + 1}")
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=bump, args=(d,)) for d in (db, other) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert db.query_one("SELECT n FROM counter").n == 8 * 25
+
+
+def test_split_sql_keeps_semicolons_inside_lines():
+    script = "CREATE TABLE t (a TEXT DEFAULT 'x;y');\n-- comment only;\nINSERT INTO t VALUES ('1');"
+    assert split_sql(script) == [
+        "CREATE TABLE t (a TEXT DEFAULT 'x;y')",
+        "INSERT INTO t VALUES ('1')",
+    ]
