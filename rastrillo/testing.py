@@ -8,6 +8,7 @@ from starlette.testclient import TestClient
 
 from .app import App, handler, with_overrides
 from .loader import load_options
+from .sessions import cookie_name, create_session
 from .storage import Database
 
 
@@ -33,3 +34,12 @@ class TestApp:
     def browser(self) -> TestClient:
         """A new same-origin client with its own cookie jar (one more person)."""
         return TestClient(self.app, base_url=self.app.origin, headers={"Origin": self.app.origin})
+
+    def sign_in(self, client: TestClient, user_id: str | int) -> str:
+        """Give ``client`` a fresh session for ``user_id``, as signing in would; return its id."""
+        options = self.app.options
+        session_id = create_session(
+            self.db, user_id, idle=options.session_idle, lifetime=options.session_lifetime
+        )
+        client.cookies.set(cookie_name(self.app.origin), session_id)
+        return session_id
