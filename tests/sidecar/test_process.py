@@ -16,6 +16,7 @@ import pytest
 from rastrillo.storage import Database
 
 APP = Path(__file__).with_name("sidecar_app.py")
+SECRET = "platform-admin-token-never-logged"
 
 
 class Sidecar:
@@ -29,6 +30,7 @@ class Sidecar:
             "SIDECAR_DIR": str(workdir),
             "SIDECAR_MODE": mode,
             "SIDECAR_TTL": str(ttl),
+            "CARLOS_ADMIN_TOKEN": SECRET,
         }
         with open(self.stderr_path, "w") as stderr:
             self.proc = subprocess.Popen(
@@ -106,6 +108,7 @@ def test_a_signal_while_sleeping_or_backing_off_exits_0_within_a_second(
     assert time.monotonic() - sent < 1.0
     assert len(sidecar.marks()) == 1  # no pass started after the signal
     assert "reason=signal exit_code=0" in sidecar.log
+    assert SECRET not in sidecar.log
 
 
 def test_a_sync_pass_sees_the_stop_flag_and_the_process_exits_0(
