@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -43,3 +43,27 @@ class Actor:
 
     def __str__(self) -> str:
         return "human" if self.human else f"agent:{self.name}"
+
+    def describe(self) -> str:
+        """Who did it, for a record an app keeps: ``agent:concierge for user 3, approved
+        by user 3 at 2025-06-01 12:00:00 UTC``; a browser request gives ``user 3``."""
+        if self.human:
+            return f"user {self.user_id}" if self.user_id is not None else "human"
+        approval = self.approval
+        return describe(
+            str(self),
+            self.user_id,
+            approval.approved_by if approval else None,
+            approval.approved_at if approval else None,
+        )
+
+
+def describe(
+    actor: str, user_id: str | None, approved_by: str | None, approved_at: datetime | None
+) -> str:
+    """The sentence of `Actor.describe`, from stored fields (the audit log uses it too)."""
+    text = f"{actor} for user {user_id}" if user_id is not None else actor
+    if approved_by is not None and approved_at is not None:
+        when = approved_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        text += f", approved by user {approved_by} at {when}"
+    return text

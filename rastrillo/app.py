@@ -36,7 +36,9 @@ from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .routing import Match, Route, Router
 from .storage import Database
+from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 from .tools.declare import ToolDef
+from .tools.pages import approval_routes
 
 log = logging.getLogger("rastrillo.app")
 
@@ -83,6 +85,8 @@ class Options:
     """A session ends this long after sign-in however much it is used (two weeks)."""
     sign_in_rate_limit: sessions.RateLimit = field(default_factory=sessions.RateLimit)
     """Failed password attempts allowed per account and per client address."""
+    approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
+    """How long an agent's proposed write waits for the user's approval (ten minutes)."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -113,7 +117,7 @@ class App:
             ),
             autoescape=True,
         )
-        self.router = Router(list(options.routes))
+        self.router = Router([*options.routes, *approval_routes()])
         self._static = _static_files(options.app_dir / "static")
         inner: ASGIApp = self._route
         if options.wrap is not None:

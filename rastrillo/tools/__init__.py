@@ -1,6 +1,36 @@
-"""Agent-callable tools: the registry's schemas for each provider and the consent sentence."""
+"""Agent-callable tools: the registry's schemas for each provider, the consent sentence,
+and dispatch of a model's call through the app, with consent and audit."""
 
 from rastrillo.tools.confirm import confirm_sentence
+from rastrillo.tools.dispatch import Call, Result, ToolCallMarker, dispatch, dispatch_sync
+from rastrillo.tools.errors import (
+    ApprovalInvalid,
+    BadActor,
+    BadArg,
+    ConfirmRequired,
+    MissingArg,
+    ToolError,
+    UnknownArg,
+    UnknownTool,
+)
 from rastrillo.tools.schemas import FORMATS, schemas, schemas_json
 
-__all__ = ["FORMATS", "confirm_sentence", "schemas", "schemas_json"]
+__all__ = [
+    "FORMATS",
+    "ApprovalInvalid",
+    "BadActor",
+    "BadArg",
+    "Call",
+    "ConfirmRequired",
+    "MissingArg",
+    "Result",
+    "ToolCallMarker",
+    "ToolError",
+    "UnknownArg",
+    "UnknownTool",
+    "confirm_sentence",
+    "dispatch",
+    "dispatch_sync",
+    "schemas",
+    "schemas_json",
+]

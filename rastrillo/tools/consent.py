@@ -1,0 +1,267 @@
+"""Consent: a write tool runs only after the human it acts for approved that exact call.
+
+An approval is a row bound to the tool, the exact args, the sentence the human
+read, the agent and the user (with a digest over all of them), created pending
+when an agent proposes a write. The human decides it from their own browser
+session (the page in :mod:`rastrillo.tools.pages`, or the app's own page via
+:func:`decide`); the dispatcher then redeems it once, atomically, for the
+identical call. The approval id is never a flag a model can set: it is a
+random id (192 bits) that only a human's decision makes usable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Column, DateTime, String, Table, Text, select, update
+
+from rastrillo.actor import Approval
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.storage import METADATA, Database
+from rastrillo.tools.audit import as_utc
+from rastrillo.tools.errors import ApprovalInvalid, ToolError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from rastrillo.app import App
+    from rastrillo.context import Context
+
+__all__ = [
+    "APPROVAL_PATH",
+    "DEFAULT_TTL",
+    "ApprovalRecord",
+    "decide",
+    "digest",
+    "get",
+    "redeem",
+    "request_approval",
+]
+
+DEFAULT_TTL = timedelta(minutes=10)
+APPROVAL_PATH = "/_rastrillo/approvals/"
+
+approvals_table = Table(
+    "rastrillo_approvals",
+    METADATA,
+    Column("id", String(64), primary_key=True),
+    Column("tool", String(64), nullable=False),
+    Column("args", Text, nullable=False),
+    Column("sentence", Text, nullable=False),
+    Column("actor", String(128), nullable=False),
+    Column("user_id", String(255), nullable=False, index=True),
+    Column("digest", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("decided_by", String(255)),
+    Column("decided_at", DateTime(timezone=True)),
+    Column("used_at", DateTime(timezone=True)),
+)
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """One approval as stored: what was proposed, for whom, and what became of it."""
+
+    id: str
+    tool: str
+    args: dict[str, str]
+    sentence: str
+    actor: str
+    user_id: str
+    digest: str
+    status: str
+    """``pending``, ``approved`` or ``declined``."""
+    created_at: datetime
+    expires_at: datetime
+    decided_by: str | None
+    decided_at: datetime | None
+    used_at: datetime | None
+
+    @property
+    def url(self) -> str:
+        """The approval page's path; prefix the app's origin for a link."""
+        return APPROVAL_PATH + self.id
+
+    def state(self, now: datetime | None = None) -> str:
+        """``pending``, ``approved``, ``declined``, ``expired`` or ``used``, as of ``now``."""
+        if self.used_at is not None:
+            return "used"
+        if self.status != "declined" and (now or _now()) >= self.expires_at:
+            return "expired"
+        return self.status
+
+
+def digest(tool: str, args: Mapping[str, str], actor: str, user_id: str, sentence: str) -> str:
+    """SHA-256 over a canonical encoding of everything an approval is bound to."""
+    payload = json.dumps(
+        [tool, dict(sorted(args.items())), actor, user_id, sentence],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def request_approval(
+    db: Database,
+    *,
+    tool: str,
+    args: Mapping[str, str],
+    sentence: str,
+    actor: str,
+    user_id: str,
+    ttl: timedelta = DEFAULT_TTL,
+) -> ApprovalRecord:
+    """Record a pending approval for one proposed write and return it."""
+    now = _now()
+    row = {
+        "id": secrets.token_urlsafe(24),
+        "tool": tool,
+        "args": json.dumps(dict(sorted(args.items())), ensure_ascii=False),
+        "sentence": sentence,
+        "actor": actor,
+        "user_id": user_id,
+        "digest": digest(tool, args, actor, user_id, sentence),
+        "status": "pending",
+        "created_at": now,
+        "expires_at": now + ttl,
+    }
+    with db.write() as conn:
+        conn.execute(approvals_table.insert().values(**row))
+    return _record({**row, "decided_by": None, "decided_at": None, "used_at": None})
+
+
+def get(db: Database, approval_id: str) -> ApprovalRecord | None:
+    """The approval with this id, or None."""
+    with db.read() as conn:
+        row = conn.execute(
+            select(approvals_table).where(approvals_table.c.id == approval_id)
+        ).first()
+    return None if row is None else _record(row._mapping)
+
+
+def decide(
+    app_or_db: App | Database,
+    request_or_user_id: Request | Context | str,
+    approval_id: str,
+    approve: bool,
+) -> ApprovalRecord:
+    """Record the human's decision on a pending approval, as the user who made it.
+
+    For an app that renders its own approval page: pass the human's request
+    (or ``ctx``), whose session names the deciding user, or that user's id.
+    Only the user the call acts for may decide; for anyone else the approval
+    does not exist (``ApprovalInvalid("unknown")``). A request that is itself a
+    tool call can never decide (``ToolError``): consent comes from the human.
+    """
+    db = app_or_db if isinstance(app_or_db, Database) else app_or_db.db
+    user_id = _deciding_user(request_or_user_id)
+    now = _now()
+    with db.write() as conn:
+        done = conn.execute(
+            update(approvals_table)
+            .where(
+                approvals_table.c.id == approval_id,
+                approvals_table.c.user_id == user_id,
+                approvals_table.c.status == "pending",
+                approvals_table.c.expires_at > now,
+            )
+            .values(
+                status="approved" if approve else "declined", decided_by=user_id, decided_at=now
+            )
+        ).rowcount
+    record = get(db, approval_id)
+    if record is None or user_id is None or record.user_id != user_id:
+        raise ApprovalInvalid(approval_id, "unknown")
+    if not done:
+        state = record.state(now)
+        raise ApprovalInvalid(approval_id, "expired" if state == "expired" else "decided")
+    return record
+
+
+def redeem(
+    db: Database,
+    approval_id: str,
+    *,
+    tool: str,
+    args: Mapping[str, str],
+    actor: str,
+    user_id: str,
+    sentence: str,
+) -> Approval:
+    """Use an approval for the identical call, once; return who approved it and when.
+
+    The checks name the first difference (tool, args, actor, user) or state
+    (pending, declined, expired, used). The use itself is one conditional
+    UPDATE, so of many concurrent redemptions exactly one succeeds.
+    """
+    record = get(db, approval_id)
+    if record is None:
+        raise ApprovalInvalid(approval_id, "unknown")
+    for reason, ours, theirs in (
+        ("user", user_id, record.user_id),
+        ("actor", actor, record.actor),
+        ("tool", tool, record.tool),
+        ("args", dict(args), record.args),
+    ):
+        if ours != theirs:
+            raise ApprovalInvalid(approval_id, reason)
+    if digest(tool, args, actor, user_id, sentence) != record.digest:
+        raise ApprovalInvalid(approval_id, "sentence")
+    now = _now()
+    with db.write() as conn:
+        won = conn.execute(
+            update(approvals_table)
+            .where(
+                approvals_table.c.id == approval_id,
+                approvals_table.c.status == "approved",
+                approvals_table.c.used_at.is_(None),
+                approvals_table.c.expires_at > now,
+            )
+            .values(used_at=now)
+        ).rowcount
+    if won != 1:
+        record = get(db, approval_id)
+        assert record is not None
+        state = record.state(now)
+        raise ApprovalInvalid(approval_id, "expired" if state == "approved" else state)
+    assert record.decided_by is not None and record.decided_at is not None
+    return Approval(id=approval_id, approved_by=record.decided_by, approved_at=record.decided_at)
+
+
+def _deciding_user(source: Request | Context | str) -> str | None:
+    if isinstance(source, str):
+        return source
+    request = getattr(source, "request", source)
+    if request.scope.get(TOOL_CALL_SCOPE_KEY) is not None:
+        raise ToolError("an approval is decided by a human in their own session, not a tool call")
+    return request.scope.get(USER_SCOPE_KEY)
+
+
+def _record(row: Mapping[str, Any]) -> ApprovalRecord:
+    return ApprovalRecord(
+        id=row["id"],
+        tool=row["tool"],
+        args=json.loads(row["args"]),
+        sentence=row["sentence"],
+        actor=row["actor"],
+        user_id=row["user_id"],
+        digest=row["digest"],
+        status=row["status"],
+        created_at=as_utc(row["created_at"]),
+        expires_at=as_utc(row["expires_at"]),
+        decided_by=row["decided_by"],
+        decided_at=as_utc(row["decided_at"]),
+        used_at=as_utc(row["used_at"]),
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,343 @@
+"""Dispatch: a model-proposed tool call, checked, then sent through the app's own ASGI app.
+
+The call is validated against the registry in a fixed order, each refusal a
+:class:`~rastrillo.tools.errors.ToolError` raised before the app sees
+anything. What passes becomes one ordinary HTTP request built straight into an
+ASGI scope (no HTTP client in between): method and path from the registry,
+each path parameter percent-encoded as one segment, the other args in the
+query (GET) or a form body, the user's session cookie, and the in-process
+marker that tells the CSRF middleware and ``ctx.actor`` who is calling. So a
+tool call passes every middleware a browser request passes and reaches the
+identical ``handle``. Every dispatch, refused or run, appends an audit row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import logging
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote, urlencode, urlsplit
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.types import Message
+
+from rastrillo.actor import Actor, Approval
+from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.routing import path_params
+from rastrillo.sessions import cookie_name
+from rastrillo.sessions.store import find_session
+from rastrillo.tools import audit, consent
+from rastrillo.tools.confirm import confirm_sentence
+from rastrillo.tools.declare import Access, ToolDef
+from rastrillo.tools.errors import (
+    BadActor,
+    BadArg,
+    ConfirmRequired,
+    MissingArg,
+    ToolError,
+    UnknownArg,
+    UnknownTool,
+)
+
+if TYPE_CHECKING:
+    from rastrillo.app import App
+
+__all__ = ["Call", "Result", "ToolCallMarker", "dispatch", "dispatch_sync"]
+
+log = logging.getLogger("rastrillo.tools")
+
+# Control characters other than tab and newline, lone surrogates (not UTF-8),
+# and the bidirectional marks, embeddings, overrides and isolates that can make
+# a sentence read differently from what it says.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """One tool call as a model proposed it, with who makes it and for whom.
+
+    ``session`` is the session id (the session cookie's value) of the user the
+    agent acts for; ``approval`` the id of the user's approval when re-calling
+    a write; ``call_id`` the provider's tool-call id, kept in the audit log
+    (a random one when None).
+    """
+
+    tool: str
+    args: Mapping[str, str] = field(default_factory=dict)
+    actor: Actor
+    session: str | None = None
+    approval: str | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """The app's response to a dispatched call: any status, redirects not followed."""
+
+    status: int
+    headers: Headers
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(_charset(self.headers), errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True)
+class ToolCallMarker:
+    """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
+
+    Only in-process code can put it there, never an HTTP client: the CSRF
+    middleware lets a request through because of it, and ``ctx.actor`` is its
+    ``actor`` (the agent, the user it acts for, and the approval of a write).
+    """
+
+    actor: Actor
+    call_id: str
+    approval: Approval | None = None
+
+
+async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
+    """Check ``call`` against the registry ``defs`` and consent, then run it through ``app``.
+
+    Raises a :class:`ToolError` for a refused call, the handler never reached:
+    :class:`UnknownTool`, :class:`UnknownArg`, :class:`MissingArg` or
+    :class:`BadArg`, :class:`BadActor`, and for a write :class:`ConfirmRequired`
+    or :class:`ApprovalInvalid`. Anything the app answers, a 4xx or 5xx
+    included, is a :class:`Result`. ``app`` is ``rastrillo.handler(options)``;
+    no server or lifespan is needed. The few database statements a call needs
+    (session, approval, audit) run inline: they are small and local.
+    """
+    started = time.perf_counter()
+    call_id = call.call_id or secrets.token_hex(8)
+    user_id: str | None = None
+    approval: Approval | None = None
+    approval_id = call.approval if isinstance(call.approval, str) else None
+    status: int | None = None
+    refusal: str | None = None
+    try:
+        defn = _check_args(defs, call)
+        user_id = _check_actor(app, defn, call)
+        if defn.access is Access.WRITE:
+            assert user_id is not None
+            approval = _consent(app, defn, call, user_id)
+        actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
+        result = await _run(app, defn, call, ToolCallMarker(actor, call_id, approval))
+        status = result.status
+        return result
+    except ConfirmRequired as exc:
+        refusal = exc.audit_note
+        approval_id = exc.approval_id
+        raise
+    except ToolError as exc:
+        refusal = exc.audit_note
+        raise
+    finally:
+        audit.append(
+            app.db,
+            call_id=call_id,
+            tool=call.tool if isinstance(call.tool, str) else repr(call.tool),
+            actor=str(call.actor) if isinstance(call.actor, Actor) else repr(call.actor),
+            user_id=user_id,
+            args=call.args if isinstance(call.args, Mapping) else {},
+            approval=approval,
+            approval_id=approval_id,
+            status=status,
+            refusal=refusal,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+
+
+def dispatch_sync(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
+    """:func:`dispatch` for sync code: a script, a sync test, a sync ``handle``.
+
+    It runs the call on a new event loop in the calling thread. Inside a
+    running event loop that would block the loop, so there it raises
+    ``RuntimeError``: ``await dispatch(...)`` instead.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(dispatch, app, defs, call)
+    raise RuntimeError("dispatch_sync() inside a running event loop: await dispatch() instead")
+
+
+def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
+    """Steps 1-3: the tool exists; its args, exactly, with safe values."""
+    defn = next((d for d in defs if d.id == call.tool), None)
+    if defn is None:
+        raise UnknownTool(str(call.tool), (d.id for d in defs))
+    args = call.args
+    if not isinstance(args, Mapping):
+        raise BadArg(defn.id, "*", "args must be a mapping of arg name to string value")
+    extra = [str(k) for k in args if not isinstance(k, str) or k not in defn.args]
+    if extra:
+        raise UnknownArg(defn.id, extra, defn.args)
+    missing = [k for k in defn.args if k not in args]
+    if missing:
+        raise MissingArg(defn.id, missing)
+    params = set(path_params(defn.path))
+    for name, value in sorted(args.items()):
+        if not isinstance(value, str):
+            raise BadArg(defn.id, name, f"must be a string, not {type(value).__name__}")
+        bad = _UNSAFE.search(value)
+        if bad is not None:
+            raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
+        if name in params and value in ("", ".", ".."):
+            raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
+    return defn
+
+
+def _check_actor(app: App, defn: ToolDef, call: Call) -> str | None:
+    """Step 4: a named agent, acting for the user whose session the call carries."""
+    actor = call.actor
+    if not isinstance(actor, Actor) or not actor.is_named_agent:
+        raise BadActor(
+            "a tool call is made by a named agent: actor=rastrillo.Actor.agent('name'), "
+            "the name letters, digits, '_', '.' or '-'"
+        )
+    if actor.approval is not None:
+        raise BadActor("an approval is passed as call.approval, never set on the actor")
+    session = call.session
+    if session is not None and (not isinstance(session, str) or not _SESSION_ID.match(session)):
+        raise BadActor("call.session is not a session id")
+    user_id = None
+    if session is not None:
+        found = find_session(app.db, session)
+        user_id = found.user_id if found is not None else None
+    if actor.user_id is not None and actor.user_id != user_id:
+        raise BadActor(
+            f"the actor acts for user {actor.user_id} but the call carries no live session "
+            "of that user"
+        )
+    if defn.access is Access.WRITE and user_id is None:
+        raise BadActor(
+            f"tool {defn.id!r} changes data for a user who must approve it: "
+            "call.session must be that user's live session"
+        )
+    return user_id
+
+
+def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
+    """Step 5: a write needs the user's approval of this exact call, used once."""
+    sentence = confirm_sentence(defn, call.args)
+    actor = str(call.actor)
+    if call.approval is None:
+        record = consent.request_approval(
+            app.db,
+            tool=defn.id,
+            args=call.args,
+            sentence=sentence,
+            actor=actor,
+            user_id=user_id,
+            ttl=app.options.approval_ttl,
+        )
+        raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
+    return consent.redeem(
+        app.db,
+        str(call.approval),
+        tool=defn.id,
+        args=call.args,
+        actor=actor,
+        user_id=user_id,
+        sentence=sentence,
+    )
+
+
+async def _run(app: App, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
+    """Send one request through ``app`` and collect the response."""
+    params = set(path_params(defn.path))
+    raw_path = "/".join(
+        quote(call.args[seg[1:-1]], safe="") if seg.startswith("{") else seg
+        for seg in defn.path.split("/")
+    )
+    rest = urlencode(sorted((k, v) for k, v in call.args.items() if k not in params)).encode()
+    origin = urlsplit(app.origin)
+    headers = [(b"host", origin.netloc.encode("idna"))]
+    if call.session is not None:
+        headers.append((b"cookie", f"{cookie_name(app.origin)}={call.session}".encode()))
+    body = b""
+    query = b""
+    if defn.method in ("GET", "HEAD"):
+        query = rest
+    else:
+        body = rest
+        headers.append((b"content-type", b"application/x-www-form-urlencoded"))
+        headers.append((b"content-length", str(len(body)).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": defn.method,
+        "scheme": origin.scheme,
+        "path": unquote(raw_path),
+        "raw_path": raw_path.encode("ascii"),
+        "root_path": "",
+        "query_string": query,
+        "headers": headers,
+        "client": None,
+        "server": (origin.hostname, origin.port or (443 if origin.scheme == "https" else 80)),
+        "extensions": {},
+        TOOL_CALL_SCOPE_KEY: marker,
+    }
+    return await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+
+
+async def _call_asgi(app: App, scope: dict[str, Any], body: bytes, what: str) -> Result:
+    status = 500
+    raw_headers: list[tuple[bytes, bytes]] = []
+    chunks: list[bytes] = []
+    sent = False
+    finished = anyio.Event()
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await finished.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        nonlocal status, raw_headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            raw_headers = list(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                finished.set()
+
+    try:
+        await app(scope, receive, send)
+    except Exception:
+        log.exception("tool call %s raised", what)
+        return Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
+    finally:
+        finished.set()
+    return Result(status, Headers(raw=raw_headers), b"".join(chunks))
+
+
+def _charset(headers: Headers) -> str:
+    for part in headers.get("content-type", "").split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset" and value:
+            try:
+                return codecs.lookup(value.strip('"')).name
+            except LookupError:
+                break
+    return "utf-8"

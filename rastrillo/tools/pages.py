@@ -1,0 +1,69 @@
+"""The approval page, ``/_rastrillo/approvals/{id}``: where a human approves an agent's write.
+
+Both routes sit in the app's router, behind the same CSRF and session
+middleware as the app's own pages: the page is shown only to the signed-in user
+the call acts for (404 for anyone else, as if it did not exist), and the
+decision is a CSRF-checked POST from that user's own browser session. Plain
+HTML forms, no JavaScript; the app can restyle it by providing
+``templates/_rastrillo/approval.html``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from starlette.responses import Response
+
+from rastrillo.context import Context
+from rastrillo.routing import Route
+from rastrillo.sessions import require
+from rastrillo.tools import consent
+from rastrillo.tools.errors import ApprovalInvalid
+
+__all__ = ["approval_routes"]
+
+_PATH = consent.APPROVAL_PATH + "{id}"
+
+
+@require
+def show(ctx: Context) -> Response:
+    record = _own(ctx)
+    if record is None:
+        return ctx.not_found()
+    return ctx.render(
+        "_rastrillo/approval.html",
+        approval=record,
+        state=record.state(),
+        sentence_lines=record.sentence.split("\n"),
+        args=[(name, value.split("\n")) for name, value in record.args.items()],
+    )
+
+
+@require
+def decide(ctx: Context) -> Response:
+    if _own(ctx) is None:
+        return ctx.not_found()
+    decision = ctx.form.get("decision")
+    if decision not in ("approve", "decline"):
+        return ctx.text("Choose Approve or Decline.", status=400)
+    with contextlib.suppress(ApprovalInvalid):  # decided or expired: the page shows which
+        consent.decide(ctx.db, ctx.request, ctx.params["id"], decision == "approve")
+    return ctx.redirect(consent.APPROVAL_PATH + ctx.params["id"])
+
+
+def _own(ctx: Context) -> consent.ApprovalRecord | None:
+    """The approval, if the signed-in human is the user it acts for; else None."""
+    if not ctx.actor.human:
+        return None
+    record = consent.get(ctx.db, ctx.params["id"])
+    if record is None or record.user_id != ctx.user_id:
+        return None
+    return record
+
+
+def approval_routes() -> list[Route]:
+    """The approval page's routes, added to every app's router."""
+    return [
+        Route("GET", _PATH, "rastrillo/tools/pages.py", show),
+        Route("POST", _PATH, "rastrillo/tools/pages.py", decide),
+    ]
