@@ -5,6 +5,7 @@
 
 from pathlib import Path
 
+import sidecar_jobs
 import ticketing
 from gen import routes, tools
 
@@ -17,6 +18,7 @@ OPTIONS = rastrillo.Options(
     db="tickets.db",
     version="0.1.0",
     setup=ticketing.seed_demo_data,
+    sidecar=sidecar_jobs.release_expired_holds,
     demo=True,
 )
 

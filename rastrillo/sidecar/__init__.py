@@ -76,6 +76,7 @@ def run_sidecar(options: Options) -> int:
             sidecar.pass_fn,
             db=db,
             lease=Lease(db, sidecar.name, sidecar.lease_ttl),
+            name=sidecar.name,
             jitter=sidecar.jitter,
             shutdown_grace=sidecar.shutdown_grace,
         )

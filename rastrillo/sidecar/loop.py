@@ -256,7 +256,7 @@ class SidecarLoop:
         *,
         db: Database | None = None,
         lease: Lease | None = None,
-        state_name: str | None = None,
+        name: str = DEFAULT_NAME,
         jitter: bool = False,
         shutdown_grace: float = SHUTDOWN_GRACE,
         clock: Clock | None = None,
@@ -266,7 +266,7 @@ class SidecarLoop:
         self.pass_fn = pass_fn
         self.db = db
         self.lease = lease
-        self.state_name = state_name or (lease.name if lease else None)
+        self.name = name
         self.jitter = jitter
         self.shutdown_grace = shutdown_grace
         self.clock = clock or SystemClock()
@@ -542,13 +542,13 @@ class SidecarLoop:
     async def _record(
         self, ctx: PassContext, ok: bool, failures: int, next_due: datetime | None
     ) -> None:
-        if self.db is None or self.state_name is None:
+        if self.db is None:
             return
         try:
             await in_thread(
                 lambda: record_pass(
                     self.db,  # type: ignore[arg-type]
-                    self.state_name,  # type: ignore[arg-type]
+                    self.name,
                     started_at=ctx.started_at,
                     ok=ok,
                     consecutive_failures=failures,

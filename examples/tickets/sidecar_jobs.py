@@ -1,0 +1,43 @@
+"""The tickets sidecar: release the tickets of orders whose hold ran out.
+
+An order starts ``held`` and unpaid, with ``hold_expires_at``. One pass
+expires every hold already past and puts its tickets back on sale, then
+returns the earliest hold still pending: the loop sleeps until then, and
+``GET /api/next-due`` tells the platform to wake the app at that moment.
+
+The pass is idempotent without a bookmark: the ``status = 'held'`` condition
+is the key, so an order is released exactly once however often the pass
+runs, and the status change and the stock change commit together.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import text
+
+from rastrillo.sidecar import PassContext
+
+
+def release_expired_holds(ctx: PassContext) -> datetime | None:
+    """Expire the holds that ran out; return when the next one runs out, or None."""
+    assert ctx.db is not None
+    now = ctx.started_at.isoformat()
+    with ctx.db.write() as conn:
+        released = conn.execute(
+            text(
+                "UPDATE orders SET status = 'expired', hold_expires_at = NULL"
+                " WHERE status = 'held' AND hold_expires_at <= :now"
+                " RETURNING event_id, quantity"
+            ),
+            {"now": now},
+        ).all()
+        for order in released:
+            conn.execute(
+                text("UPDATE events SET tickets_left = tickets_left + :n WHERE id = :id"),
+                {"n": order.quantity, "id": order.event_id},
+            )
+        earliest = conn.execute(
+            text("SELECT MIN(hold_expires_at) FROM orders WHERE status = 'held'")
+        ).scalar()
+    return datetime.fromisoformat(earliest) if earliest else None
