@@ -324,22 +324,22 @@ def render_tools_module(defs: list[ToolDef]) -> str:
 
 
 def _entry(defn: ToolDef) -> list[str]:
-    args = [f"            {_literal(k)}: {_literal(v)}," for k, v in defn.args.items()]
+    args = [f"            {py_literal(k)}: {py_literal(v)}," for k, v in defn.args.items()]
     return [
         "    ToolDef(",
-        f"        id={_literal(defn.id)},",
-        f"        method={_literal(defn.method)},",
-        f"        path={_literal(defn.path)},",
-        f"        description={_literal(defn.description)},",
+        f"        id={py_literal(defn.id)},",
+        f"        method={py_literal(defn.method)},",
+        f"        path={py_literal(defn.path)},",
+        f"        description={py_literal(defn.description)},",
         f"        access={_ACCESS_NAME[defn.access]},",
         *(["        args={", *args, "        },"] if args else ["        args={},"]),
-        f"        confirm={_literal(defn.confirm)},",
-        f"        source={_literal(defn.source)},",
+        f"        confirm={py_literal(defn.confirm)},",
+        f"        source={py_literal(defn.source)},",
         "    ),",
     ]
 
 
-def _literal(text: str) -> str:
+def py_literal(text: str) -> str:
     """`repr`, with double quotes when that needs no escaping (the house style)."""
     literal = repr(text)
     if literal.startswith("'") and '"' not in text:

@@ -37,8 +37,8 @@ def test_routes_cover_every_action_and_skip_underscored(tmp_path):
     })
     generate(tmp_path)
     text = (tmp_path / "gen" / "routes.py").read_text()
-    assert "('GET', '/', 'actions/index.GET.py')" in text
-    assert "('POST', '/orders/{id}/cancel', 'actions/orders/[id]/cancel.POST.py')" in text
+    assert '("GET", "/", "actions/index.GET.py")' in text
+    assert '("POST", "/orders/{id}/cancel", "actions/orders/[id]/cancel.POST.py")' in text
     assert "secret" not in text and "_helpers" not in text
 
 
@@ -116,6 +116,15 @@ def test_cli_check_exit_codes(tmp_path, capsys):
 def test_cli_missing_actions_folder(tmp_path, capsys):
     assert main(["generate", str(tmp_path)]) == 1
     assert "no actions/ folder" in capsys.readouterr().err
+
+
+def test_generated_code_is_ruff_clean_and_format_stable(tmp_path):
+    make(tmp_path, {"index.GET.py": HANDLE, "a/[b].POST.py": HANDLE})
+    generate(tmp_path)
+    ruff = [sys.executable, "-m", "ruff"]
+    gen = str(tmp_path / "gen")
+    subprocess.run([*ruff, "check", "--isolated", "--select", "E,F,W,I", gen], check=True)
+    subprocess.run([*ruff, "format", "--isolated", "--check", gen], check=True)
 
 
 def test_generated_routes_load_handlers(tmp_path):
