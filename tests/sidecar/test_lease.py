@@ -1,0 +1,97 @@
+"""The lease row and the recorded state, on a fake wall clock."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from rastrillo.sidecar import Lease, PassContext, SidecarLoop, read_state, recorded_next_due
+from rastrillo.sidecar.lease import record_pass
+from rastrillo.storage import Database
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    database = Database(str(tmp_path / "app.db"))
+    database.open()
+    return database
+
+
+class Wall:
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_one_holder_at_a_time_renewal_and_takeover_after_the_ttl(db: Database) -> None:
+    wall = Wall()
+    a, b = Lease(db, ttl=10, wall=wall), Lease(db, ttl=10, wall=wall)
+    assert a.acquire()
+    assert not b.acquire()
+    wall.t += 9
+    assert a.acquire()  # renewed: good for another 10 s
+    wall.t += 9
+    assert not b.acquire()
+    wall.t += 1.5
+    assert b.acquire()  # a stopped renewing: b takes over
+    assert not a.acquire()  # and a learns it lost the lease
+
+
+def test_release_hands_over_at_once_and_only_the_holder_can_release(db: Database) -> None:
+    wall = Wall()
+    a, b = Lease(db, ttl=60, wall=wall), Lease(db, ttl=60, wall=wall)
+    assert a.acquire()
+    b.release()
+    assert not b.acquire()
+    a.release()
+    assert b.acquire()
+
+
+def test_names_keep_two_apps_on_one_database_apart(db: Database) -> None:
+    assert Lease(db, "shop").acquire()
+    assert Lease(db, "blog").acquire()
+    assert not Lease(db, "shop").acquire()
+
+
+def test_state_is_recorded_per_pass(db: Database) -> None:
+    assert read_state(db) is None
+    assert recorded_next_due(db) is None
+    t1 = datetime(2030, 1, 1, tzinfo=UTC)
+    due = t1 + timedelta(minutes=5, microseconds=250)
+    record_pass(db, "default", started_at=t1, ok=True, consecutive_failures=0, next_due=due)
+    t2 = t1 + timedelta(minutes=5)
+    retry = t2 + timedelta(seconds=1)
+    record_pass(db, "default", started_at=t2, ok=False, consecutive_failures=1, next_due=retry)
+    state = read_state(db)
+    assert state is not None
+    assert (state.outcome, state.consecutive_failures) == ("error", 1)
+    assert (state.last_pass_at, state.last_ok_at, state.last_error_at) == (t2, t1, t2)
+    assert recorded_next_due(db) == retry
+    record_pass(db, "default", started_at=t2, ok=True, consecutive_failures=0, next_due=None)
+    assert recorded_next_due(db) is None
+
+
+def test_the_loop_records_a_failure_with_the_retry_as_next_due(db: Database) -> None:
+    def failing(ctx: PassContext) -> None:
+        raise RuntimeError("down")
+
+    async def stop_at_once(seconds: float, wake: asyncio.Event) -> None:
+        wake.set()
+
+    before = datetime.now(UTC)
+    assert (
+        asyncio.run(SidecarLoop(failing, db=db, sleeper=stop_at_once).run(handle_signals=False))
+        == 0
+    )
+    state = read_state(db)
+    assert state is not None
+    assert (state.outcome, state.consecutive_failures) == ("error", 1)
+    assert state.next_due is not None
+    assert (
+        before + timedelta(seconds=1) <= state.next_due <= datetime.now(UTC) + timedelta(seconds=1)
+    )
