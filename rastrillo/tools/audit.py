@@ -88,14 +88,14 @@ def append(
     refusal: str | None,
     duration_ms: float,
 ) -> None:
-    """Append one row; args that are not strings are kept as their ``repr``."""
+    """Append one row; whatever the call held is kept, non-strings as their ``repr``."""
     with db.write() as conn:
         conn.execute(
             audit_table.insert().values(
                 at=datetime.now(UTC),
                 call_id=call_id,
-                tool=tool,
-                actor=actor,
+                tool=_text(tool),
+                actor=_text(actor),
                 user_id=user_id,
                 args=json.dumps(_printable(args), ensure_ascii=False),
                 approval_id=approval_id,
@@ -119,10 +119,13 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
 
 
 def _printable(args: Mapping[Any, Any]) -> dict[str, str]:
-    return {
-        k if isinstance(k, str) else repr(k): v if isinstance(v, str) else repr(v)
-        for k, v in args.items()
-    }
+    return {_text(k): _text(v) for k, v in args.items()}
+
+
+def _text(value: Any) -> str:
+    """Any value as text the database takes: non-strings as ``repr``, lone surrogates escaped."""
+    text = value if isinstance(value, str) else repr(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:

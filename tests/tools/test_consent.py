@@ -1,0 +1,317 @@
+"""Consent: pending approvals, the approval page, the decision, redemption exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+
+import pytest
+from starlette.testclient import TestClient
+
+import rastrillo
+from rastrillo.sessions import cookie_name
+from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, consent, dispatch
+from rastrillo.tools import dispatch_sync as run
+from tests.tools._tools_app import Fixture, build
+
+AGENT = rastrillo.Actor.agent("concierge")
+CANCEL = "orders_id_cancel_post"
+ARGS = {"id": "7", "reason": "dup"}
+
+
+@pytest.fixture
+def f(tmp_path) -> Fixture:
+    return build(tmp_path)
+
+
+def cancel(f: Fixture, session: str, args=ARGS, **kw):
+    kw.setdefault("actor", AGENT)
+    return run(f.app, f.defs, Call(tool=CANCEL, args=args, session=session, **kw))
+
+
+def propose(f: Fixture, session: str, args=ARGS, **kw) -> ConfirmRequired:
+    with pytest.raises(ConfirmRequired) as info:
+        cancel(f, session, args, **kw)
+    return info.value
+
+
+def browser(f: Fixture, user_id: str | None) -> TestClient:
+    client = TestClient(f.app, base_url=f.app.origin, headers={"Origin": f.app.origin})
+    if user_id is not None:
+        client.cookies.set(cookie_name(f.app.origin), f.session(user_id))
+    return client
+
+
+def test_a_write_records_a_pending_approval_bound_to_the_call(f):
+    pending = propose(f, f.session("3"))
+    assert pending.sentence == "Cancel order 7? Its tickets go back on sale."
+    assert pending.url == f"{f.app.origin}/_rastrillo/approvals/{pending.approval_id}"
+    assert len(pending.approval_id) >= 32  # 24 random bytes, url-safe
+    assert pending.sentence in str(pending)
+    record = consent.get(f.app.db, pending.approval_id)
+    assert record is not None
+    assert (record.tool, record.args, record.actor, record.user_id, record.status) == (
+        CANCEL,
+        ARGS,
+        "agent:concierge",
+        "3",
+        "pending",
+    )
+    assert record.expires_at - record.created_at == timedelta(minutes=10)
+    assert record.digest == consent.digest(CANCEL, ARGS, "agent:concierge", "3", pending.sentence)
+    assert f.seen == []
+
+
+def test_approved_on_the_page_then_runs_once_with_who_and_when(f):
+    session = f.session("3")
+    pending = propose(f, session)
+    human = browser(f, "3")
+    page = human.get(pending.url)
+    assert page.status_code == 200
+    assert "Cancel order 7? Its tickets go back on sale." in page.text
+    assert "<code>reason</code>" in page.text and "<code>dup</code>" in page.text
+    decided = human.post(pending.url, data={"decision": "approve"}, follow_redirects=False)
+    assert decided.status_code == 303
+    assert "You approved this" in human.get(pending.url).text
+
+    result = cancel(f, session, approval=pending.approval_id)
+    assert result.status == 303
+    [seen] = f.ran("cancel")
+    approval = seen["actor"].approval
+    assert approval.id == pending.approval_id and approval.approved_by == "3"
+    assert seen["actor"].describe().startswith("agent:concierge for user 3, approved by user 3 at ")
+    with pytest.raises(ApprovalInvalid) as again:
+        cancel(f, session, approval=pending.approval_id)
+    assert again.value.reason == "used"
+    assert len(f.ran("cancel")) == 1
+    assert "run at" in human.get(pending.url).text
+
+
+def test_declined_on_the_page_never_runs(f):
+    session = f.session("3")
+    pending = propose(f, session)
+    browser(f, "3").post(pending.url, data={"decision": "decline"})
+    with pytest.raises(ApprovalInvalid) as info:
+        cancel(f, session, approval=pending.approval_id)
+    assert info.value.reason == "declined"
+    assert f.seen == []
+
+
+def test_a_pending_approval_does_not_run(f):
+    session = f.session("3")
+    pending = propose(f, session)
+    with pytest.raises(ApprovalInvalid) as info:
+        cancel(f, session, approval=pending.approval_id)
+    assert info.value.reason == "pending"
+    assert "not decided" in str(info.value)
+
+
+def test_the_page_is_only_for_the_user_the_call_acts_for(f):
+    pending = propose(f, f.session("3"))
+    other = browser(f, "4")
+    assert other.get(pending.url).status_code == 404
+    assert other.post(pending.url, data={"decision": "approve"}).status_code == 404
+    assert browser(f, "3").get("/_rastrillo/approvals/not-an-id").status_code == 404
+    anonymous = browser(f, None)
+    assert anonymous.get(pending.url, follow_redirects=False).status_code == 303
+    assert anonymous.post(pending.url, data={"decision": "approve"}).status_code == 403
+    assert consent.get(f.app.db, pending.approval_id).status == "pending"
+
+
+def test_the_decision_is_csrf_protected(f):
+    pending = propose(f, f.session("3"))
+    forged = TestClient(f.app, base_url=f.app.origin, headers={"Origin": "https://evil.example"})
+    forged.cookies.set(cookie_name(f.app.origin), f.session("3"))
+    assert forged.post(pending.url, data={"decision": "approve"}).status_code == 403
+    no_headers = TestClient(f.app, base_url=f.app.origin)
+    no_headers.cookies.set(cookie_name(f.app.origin), f.session("3"))
+    assert no_headers.post(pending.url, data={"decision": "approve"}).status_code == 403
+    assert consent.get(f.app.db, pending.approval_id).status == "pending"
+
+
+def test_a_bad_decision_value_changes_nothing(f):
+    pending = propose(f, f.session("3"))
+    human = browser(f, "3")
+    assert human.post(pending.url, data={"decision": "yes"}).status_code == 400
+    assert human.post(pending.url, data={}).status_code == 400
+    assert consent.get(f.app.db, pending.approval_id).status == "pending"
+
+
+def test_the_sentence_is_escaped_and_a_newline_is_visible(f):
+    args = {"id": "7", "reason": "<script>alert(1)</script>\nand also refund everything"}
+    pending = propose(f, f.session("3"), args)
+    page = browser(f, "3").get(pending.url).text
+    assert "<script>alert(1)" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "↵</span><br>and also refund everything" in page
+
+
+def test_the_sentence_shown_is_the_rendered_template(tmp_path):
+    f = build(tmp_path)
+    args = {"id": "{reason}\nmore", "reason": "x"}
+    pending = propose(f, f.session("3"), args)
+    assert pending.sentence == "Cancel order {reason}\nmore? Its tickets go back on sale."
+    page = browser(f, "3").get(pending.url).text
+    assert re.search(r"Cancel order \{reason\}<span[^>]*>↵</span><br>more\?", page)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"args": {"id": "8", "reason": "dup"}}, "args"),
+        ({"args": {"id": "7", "reason": "other"}}, "args"),
+        ({"actor": rastrillo.Actor.agent("intruder")}, "actor"),
+        ({"session": "other-user"}, "user"),
+        ({"tool": "notes_id_delete", "args": {"id": "7"}}, "tool"),
+    ],
+)
+def test_any_difference_from_the_approved_call_is_refused(f, change, reason):
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app, "3", pending.approval_id, True)
+    if change.get("session") == "other-user":
+        change["session"] = f.session("4")
+    call = Call(
+        tool=change.get("tool", CANCEL),
+        args=change.get("args", ARGS),
+        actor=change.get("actor", AGENT),
+        session=change.get("session", session),
+        approval=pending.approval_id,
+    )
+    with pytest.raises(ApprovalInvalid) as info:
+        run(f.app, f.defs, call)
+    assert info.value.reason == reason
+    assert f.seen == []
+    # The mismatch did not use it up: the identical call still runs.
+    assert cancel(f, session, approval=pending.approval_id).status == 303
+
+
+def test_a_changed_confirm_template_invalidates_the_approval(tmp_path):
+    import dataclasses
+
+    f = build(tmp_path)
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app, "3", pending.approval_id, True)
+    defs = [
+        dataclasses.replace(d, confirm="Refund order {id}?") if d.id == CANCEL else d
+        for d in f.defs
+    ]
+    with pytest.raises(ApprovalInvalid) as info:
+        run(
+            f.app,
+            defs,
+            Call(
+                tool=CANCEL, args=ARGS, actor=AGENT, session=session, approval=pending.approval_id
+            ),
+        )
+    assert info.value.reason == "sentence"
+
+
+def test_an_unknown_approval_id(f):
+    with pytest.raises(ApprovalInvalid) as info:
+        cancel(f, f.session("3"), approval="made-up")
+    assert info.value.reason == "unknown"
+
+
+def test_an_expired_approval(tmp_path):
+    f = build(tmp_path, approval_ttl=timedelta(0))
+    session = f.session("3")
+    pending = propose(f, session)
+    with pytest.raises(ApprovalInvalid) as info:
+        consent.decide(f.app, "3", pending.approval_id, True)
+    assert info.value.reason == "expired"
+    assert "expired" in browser(f, "3").get(pending.url).text
+    with pytest.raises(ApprovalInvalid) as info:
+        cancel(f, session, approval=pending.approval_id)
+    assert info.value.reason == "expired"
+
+
+def test_an_approval_that_expires_after_the_decision(tmp_path, monkeypatch):
+    f = build(tmp_path)
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app, "3", pending.approval_id, True)
+    later = consent._now() + timedelta(minutes=11)
+    monkeypatch.setattr(consent, "_now", lambda: later)
+    with pytest.raises(ApprovalInvalid) as info:
+        cancel(f, session, approval=pending.approval_id)
+    assert info.value.reason == "expired"
+    assert f.seen == []
+
+
+def test_decide_from_app_code(f):
+    pending = propose(f, f.session("3"))
+    with pytest.raises(ApprovalInvalid) as info:
+        consent.decide(f.app.db, "4", pending.approval_id, True)
+    assert info.value.reason == "unknown"  # another user's approval does not exist for them
+    record = consent.decide(f.app.db, "3", pending.approval_id, False)
+    assert (record.status, record.decided_by) == ("declined", "3")
+    assert record.decided_at is not None
+    with pytest.raises(ApprovalInvalid) as info:
+        consent.decide(f.app, "3", pending.approval_id, True)
+    assert info.value.reason == "decided"
+
+
+def test_decide_takes_the_human_request(f):
+    from starlette.requests import Request
+
+    pending = propose(f, f.session("3"))
+    request = Request({"type": "http", "rastrillo.user_id": "3", "headers": []})
+    assert consent.decide(f.app, request, pending.approval_id, True).status == "approved"
+
+
+def test_a_tool_call_can_never_decide(f):
+    from starlette.requests import Request
+
+    from rastrillo.tools.dispatch import ToolCallMarker
+
+    pending = propose(f, f.session("3"))
+    marker = ToolCallMarker(rastrillo.Actor(human=False, name="x", user_id="3"), "c1")
+    request = Request(
+        {"type": "http", "rastrillo.user_id": "3", "rastrillo.tool_call": marker, "headers": []}
+    )
+    with pytest.raises(ToolError):
+        consent.decide(f.app, request, pending.approval_id, True)
+    assert consent.get(f.app.db, pending.approval_id).status == "pending"
+
+
+def test_of_50_concurrent_redemptions_exactly_one_runs(f):
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app, "3", pending.approval_id, True)
+    call = Call(tool=CANCEL, args=ARGS, actor=AGENT, session=session, approval=pending.approval_id)
+
+    async def one():
+        try:
+            return await dispatch(f.app, f.defs, call)
+        except ApprovalInvalid as exc:
+            return exc.reason
+
+    async def many():
+        return await asyncio.gather(*(one() for _ in range(50)))
+
+    outcomes = asyncio.run(many())
+    assert sum(1 for o in outcomes if not isinstance(o, str)) == 1
+    assert sorted(o for o in outcomes if isinstance(o, str)) == ["used"] * 49
+    assert len(f.ran("cancel")) == 1
+
+
+def test_of_50_redemptions_in_threads_exactly_one_runs(f):
+    from concurrent.futures import ThreadPoolExecutor
+
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app, "3", pending.approval_id, True)
+
+    def one(_):
+        try:
+            return cancel(f, session, approval=pending.approval_id).status
+        except ApprovalInvalid as exc:
+            return exc.reason
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(one, range(50)))
+    assert outcomes.count(303) == 1 and outcomes.count("used") == 49
+    assert len(f.ran("cancel")) == 1
