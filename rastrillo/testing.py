@@ -5,17 +5,19 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import uvicorn
 from starlette.testclient import TestClient
 
+from .actor import Actor
 from .app import App, Options, handler, with_overrides
 from .loader import load_options
 from .sessions import cookie_name, create_session
 from .storage import Database
+from .tools import Call, ConfirmRequired, Result, dispatch_sync
 
 
 class TestApp:
@@ -49,6 +51,81 @@ class TestApp:
         )
         client.cookies.set(cookie_name(self.app.origin), session_id)
         return session_id
+
+    def agent(self, name: str, user_id: str | int) -> Agent:
+        """Act as agent ``name`` for ``user_id``: call tools, expect and give approvals."""
+        return Agent(self, name, str(user_id))
+
+
+class Agent:
+    """An agent acting for one user in a test, through the same dispatch and consent path
+    as production: a write needs the user's approval, given on the real approval page.
+
+    ::
+
+        agent = app.agent("concierge", user_id=3)
+        pending = agent.needs_confirmation("orders_id_cancel_post", {"id": "7"},
+                                           sentence="Cancel order 7? Its tickets go back on sale.")
+        agent.approve(pending)
+        assert agent.call("orders_id_cancel_post", {"id": "7"}, approval=pending).status == 200
+    """
+
+    __test__ = False
+
+    def __init__(self, test_app: TestApp, name: str, user_id: str) -> None:
+        self.test_app = test_app
+        self.actor = Actor.agent(name)
+        self.user_id = user_id
+        self.session = create_session(test_app.db, user_id)
+
+    def call(
+        self,
+        tool: str,
+        args: Mapping[str, str] | None = None,
+        *,
+        approval: str | ConfirmRequired | None = None,
+    ) -> Result:
+        """Dispatch ``tool`` and return the app's response; a refusal raises its ToolError."""
+        if isinstance(approval, ConfirmRequired):
+            approval = approval.approval_id
+        call = Call(
+            tool=tool,
+            args=dict(args or {}),
+            actor=self.actor,
+            session=self.session,
+            approval=approval,
+        )
+        return dispatch_sync(self.test_app.app, self.test_app.app.options.tools, call)
+
+    def needs_confirmation(
+        self, tool: str, args: Mapping[str, str] | None = None, *, sentence: str | None = None
+    ) -> ConfirmRequired:
+        """Assert the call waits for the user's approval (showing ``sentence``); return it."""
+        try:
+            result = self.call(tool, args)
+        except ConfirmRequired as pending:
+            if sentence is not None and pending.sentence != sentence:
+                raise AssertionError(
+                    f"{tool} asks {pending.sentence!r}, expected {sentence!r}"
+                ) from None
+            return pending
+        raise AssertionError(f"{tool} ran without approval: {result.status} {result.text[:200]}")
+
+    def approve(self, pending: ConfirmRequired) -> None:
+        """Approve as the user, from their own browser session, on the approval page."""
+        self._decide(pending, "approve")
+
+    def decline(self, pending: ConfirmRequired) -> None:
+        """Decline as the user, from their own browser session, on the approval page."""
+        self._decide(pending, "decline")
+
+    def _decide(self, pending: ConfirmRequired, decision: str) -> None:
+        browser = self.test_app.browser()
+        self.test_app.sign_in(browser, self.user_id)
+        page = browser.get(pending.url)
+        assert page.status_code == 200, f"approval page: {page.status_code}"
+        done = browser.post(pending.url, data={"decision": decision}, follow_redirects=False)
+        assert done.status_code == 303, f"{decision}: {done.status_code} {done.text[:200]}"
 
 
 @contextmanager

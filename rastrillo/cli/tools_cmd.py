@@ -1,4 +1,4 @@
-"""``rastrillo tools list|schemas``: the registry of an app folder."""
+"""``rastrillo tools list|schemas|call``: the registry of an app folder, and calling it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from ..loader import load_options
 from ..tools import FORMATS, schemas_json
+from .call_cmd import add_call_parser
 
 
 def add_tools_parser(sub: Any) -> None:
@@ -22,6 +23,8 @@ def add_tools_parser(sub: Any) -> None:
     p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
     p.add_argument("--format", default="anthropic", choices=FORMATS)
     p.set_defaults(func=_schemas)
+
+    add_call_parser(tsub)
 
 
 def _list(args: argparse.Namespace) -> int:

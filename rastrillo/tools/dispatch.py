@@ -172,8 +172,10 @@ def dispatch_sync(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return anyio.run(dispatch, app, defs, call)
-    raise RuntimeError("dispatch_sync() inside a running event loop: await dispatch() instead")
+        pass  # no loop in this thread: the normal case
+    else:
+        raise RuntimeError("dispatch_sync() inside a running event loop: await dispatch() instead")
+    return anyio.run(dispatch, app, defs, call)
 
 
 def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:

@@ -20,3 +20,17 @@ def test_adding_a_note(tmp_path):
     response = app.client.post("/notes", data={"body": "buy milk"}, follow_redirects=False)
     assert response.status_code == 303
     assert "buy milk" in app.client.get("/").text
+
+
+def test_an_agent_adds_a_note_once_the_user_approves(tmp_path):
+    app = TestApp(APP_DIR, tmp_path)
+    agent = app.agent("assistant", user_id=1)
+    pending = agent.needs_confirmation(
+        "notes_post", {"body": "buy milk"}, sentence="Add the note buy milk?"
+    )
+    assert "buy milk" not in app.client.get("/").text
+    agent.approve(pending)
+    result = agent.call("notes_post", {"body": "buy milk"}, approval=pending)
+    assert result.status == 201
+    assert result.json() == {"added": "buy milk"}
+    assert agent.call("get").json()[0]["body"] == "buy milk"

@@ -17,7 +17,7 @@ def handle(ctx: rastrillo.Context):
     if ticketing.get_order(ctx.db, ctx.user_id, order_id) is None:
         return ctx.not_found()
     try:
-        ticketing.cancel(ctx.db, ctx.user_id, order_id, by=str(ctx.actor))
+        ticketing.cancel(ctx.db, ctx.user_id, order_id, by=ctx.actor.describe())
     except ticketing.OrderError as exc:
         return ctx.text(str(exc), status=409)
     if ctx.actor.human:

@@ -1,0 +1,102 @@
+"""``rastrillo tools call`` and ``rastrillo audit``: act as an agent from a shell, and read
+the log of what agents did."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ..actor import Actor
+from ..app import handler
+from ..errors import RastrilloError
+from ..loader import load_options
+from ..sessions.store import create_session, delete_session
+from ..tools import Call, ConfirmRequired, dispatch_sync
+from ..tools.audit import latest
+
+NEEDS_APPROVAL = 3
+"""Exit status of ``tools call`` when the write waits for the user's approval."""
+
+
+def add_call_parser(tsub: Any) -> None:
+    p = tsub.add_parser(
+        "call",
+        help="call a tool as an agent for a user, through the app",
+        description="Call TOOL through the app as agent AGENT acting for user USER. "
+        f"A write prints its sentence and approval URL and exits {NEEDS_APPROVAL}; "
+        "once the user approved, repeat the call with --approval ID.",
+    )
+    p.add_argument("tool")
+    p.add_argument("args", nargs="*", metavar="key=value")
+    p.add_argument("--as", dest="agent", required=True, metavar="AGENT", help="the agent's name")
+    p.add_argument("--user", required=True, help="the id of the user the agent acts for")
+    p.add_argument("--approval", metavar="ID", help="the approval id of an approved write")
+    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.set_defaults(func=_call)
+
+
+def add_audit_parser(sub: Any) -> None:
+    p = sub.add_parser("audit", help="print the latest tool calls, newest first")
+    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.add_argument("--limit", default=20, type=int, metavar="N", help="how many rows (20)")
+    p.add_argument("--user", help="only calls made for this user")
+    p.set_defaults(func=_audit)
+
+
+def _call(args: argparse.Namespace) -> int:
+    options = load_options(args.app)
+    app = handler(options)
+    call_args = _parse_args(args.args)
+    session = create_session(app.db, args.user)
+    call = Call(
+        tool=args.tool,
+        args=call_args,
+        actor=Actor.agent(args.agent),
+        session=session,
+        approval=args.approval,
+    )
+    try:
+        result = dispatch_sync(app, options.tools, call)
+    except ConfirmRequired as exc:
+        again = shlex.join(["rastrillo", "tools", "call", *_argv_of(args), "--approval"])
+        print(f"needs the approval of user {args.user}:\n\n  {exc.sentence}\n")
+        print(f"approve or decline at {exc.url}\nthen run: {again} {exc.approval_id}")
+        return NEEDS_APPROVAL
+    finally:
+        delete_session(app.db, session)
+        app.db.dispose()
+    location = result.headers.get("location")
+    print(f"{result.status} → {location}" if location else result.status)
+    if result.body:
+        print(result.text)
+    return 0 if result.status < 400 else 1
+
+
+def _audit(args: argparse.Namespace) -> int:
+    app = handler(load_options(args.app))
+    rows = latest(app.db, limit=args.limit, user_id=args.user)
+    app.db.dispose()
+    if not rows:
+        print("no tool calls yet")
+    for row in rows:
+        print(row)
+    return 0
+
+
+def _parse_args(pairs: list[str]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise RastrilloError(f"bad argument {pair!r}: write key=value")
+        if key in parsed:
+            raise RastrilloError(f"argument {key!r} given twice")
+        parsed[key] = value
+    return parsed
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    argv = [args.tool, *args.args, "--as", args.agent, "--user", args.user]
+    return argv if args.app == Path(".") else [*argv, "--app", str(args.app)]
