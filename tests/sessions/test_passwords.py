@@ -1,0 +1,116 @@
+"""Passwords and rate-limited sign-in, over a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from rastrillo import sessions
+from rastrillo.app import App
+from rastrillo.sessions import passwords
+
+from .conftest import PASSWORD, Clock
+
+Browser = Callable[[App], httpx.Client]
+LIMIT = sessions.RateLimit(per_account=3, per_address=6, window=timedelta(minutes=10))
+
+
+def attempt(client: httpx.Client, email: str, password: str) -> httpx.Response:
+    return client.post("/signin", data={"email": email, "password": password})
+
+
+def test_hash_and_verify() -> None:
+    hashed = sessions.hash_password("s3cret")
+    assert hashed.startswith("$argon2id$")
+    assert hashed != sessions.hash_password("s3cret")  # salted
+    assert sessions.verify_password(hashed, "s3cret")
+    assert not sessions.verify_password(hashed, "s3cret ")
+    assert not sessions.verify_password("not a hash", "s3cret")
+    assert not sessions.needs_rehash(hashed)
+
+
+def test_an_unknown_account_costs_a_hash_check_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[str] = []
+    real = passwords._hasher
+
+    class Spy:
+        def verify(self, password_hash: str, password: str) -> bool:
+            checked.append(password_hash)
+            return real.verify(password_hash, password)
+
+        def hash(self, password: str) -> str:
+            return real.hash(password)
+
+    monkeypatch.setattr(passwords, "_hasher", Spy())
+    assert not sessions.verify_password(None, "anything")
+    assert len(checked) == 1 and checked[0].startswith("$argon2id$")
+
+
+def test_password_sign_in(app: App, browser: Browser) -> None:
+    client = browser(app)
+    assert attempt(client, "ada@example.com", "wrong").status_code == 400
+    assert attempt(client, "nobody@example.com", PASSWORD).status_code == 400
+    response = attempt(client, "ada@example.com", PASSWORD)
+    assert response.text == "welcome"
+    assert client.get("/").text == "1"
+
+
+def test_failures_are_limited_per_account(
+    serve: Callable[..., App], browser: Browser, clock: Clock
+) -> None:
+    app = serve(sign_in_rate_limit=LIMIT)
+    client = browser(app)
+    for _ in range(3):
+        assert attempt(client, "ada@example.com", "guess").status_code == 400
+    refused = attempt(client, "ADA@example.com ", PASSWORD)  # the right one, too late
+    assert refused.status_code == 429
+    assert 0 < int(refused.headers["retry-after"]) <= 600
+    assert client.get("/").text == "-"
+    assert attempt(client, "bob@example.com", PASSWORD).text == "welcome"  # others unaffected
+    clock.advance(10 * 60)
+    assert attempt(client, "ada@example.com", PASSWORD).text == "welcome"
+
+
+def test_failures_are_limited_per_address(
+    serve: Callable[..., App], browser: Browser, clock: Clock
+) -> None:
+    app = serve(sign_in_rate_limit=LIMIT)
+    client = browser(app)
+    for n in range(6):  # spread over accounts, so no account limit is reached
+        assert attempt(client, f"user{n}@example.com", "guess").status_code == 400
+    assert attempt(client, "bob@example.com", PASSWORD).status_code == 429
+    clock.advance(10 * 60)
+    assert attempt(client, "bob@example.com", PASSWORD).text == "welcome"
+
+
+def test_a_success_does_not_count_as_a_failure(serve: Callable[..., App], browser: Browser) -> None:
+    app = serve(sign_in_rate_limit=LIMIT)
+    client = browser(app)
+    for _ in range(10):
+        assert attempt(client, "ada@example.com", PASSWORD).text == "welcome"
+
+
+def test_parallel_guesses_cannot_pass_the_limit(
+    serve: Callable[..., App], browser: Browser
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    app = serve(sign_in_rate_limit=LIMIT)
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(
+            pool.map(
+                lambda _: (
+                    httpx.post(
+                        app.origin + "/signin",
+                        data={"email": "ada@example.com", "password": "guess"},
+                        headers={"Origin": app.origin},
+                    ).status_code
+                ),
+                range(8),
+            )
+        )
+    assert statuses.count(400) == 3
+    assert statuses.count(429) == 5
