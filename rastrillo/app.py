@@ -36,6 +36,7 @@ from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .routing import Match, Route, Router
 from .storage import Database
+from .tools import console
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 from .tools.declare import ToolDef
 from .tools.pages import approval_routes
@@ -74,7 +75,8 @@ class Options:
     setup: Callable[[Database], None] | None = None
     """Called once with the database after migrations (demo data, for example)."""
     console: bool = False
-    """Serve the tool console at ``/_rastrillo/console`` (signed-in users only)."""
+    """Serve the tool console at ``/_rastrillo/console`` (signed-in users only); also on
+    whenever ``RASTRILLO_DEV=1``, as under ``rastrillo dev`` and ``make demo``."""
     demo: bool = False
     """Demo mode: the sign-in page lists the demo accounts."""
     sign_in_path: str = "/signin"
@@ -117,7 +119,11 @@ class App:
             ),
             autoescape=True,
         )
-        self.router = Router([*options.routes, *approval_routes()])
+        framework_routes = approval_routes()
+        if console.enabled(options):
+            framework_routes += console.console_routes(self)
+            self.templates.globals["console_path"] = console.CONSOLE_PATH
+        self.router = Router([*options.routes, *framework_routes])
         self._static = _static_files(options.app_dir / "static")
         inner: ASGIApp = self._route
         if options.wrap is not None:

@@ -1,0 +1,156 @@
+"""The tool console, ``/_rastrillo/console``: be the agent, from a browser, with no model key.
+
+It shows the registry with each tool's schema in any provider's format, and a
+form per tool that dispatches the call exactly as a model's call would be:
+as a named agent, with the signed-in user's own session, through consent and
+audit. So a newcomer sees the whole loop (a read runs, a write waits for the
+approval page, the approved call runs once, the audit log says who) in a
+browser. The console is a dev tool: on when ``Options.console`` is set or
+under ``rastrillo dev`` (``RASTRILLO_DEV=1``), off otherwise, and always for
+signed-in users only. Plain forms behind the app's CSRF and session
+middleware; no JavaScript.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from rastrillo.actor import Actor, describe
+from rastrillo.cli.dev import DEV_ENV
+from rastrillo.context import Context
+from rastrillo.routing import Route
+from rastrillo.sessions import SESSION_SCOPE_KEY, require
+from rastrillo.tools import audit, consent
+from rastrillo.tools.dispatch import Call, Result, dispatch
+from rastrillo.tools.errors import ConfirmRequired, ToolError
+from rastrillo.tools.schemas import FORMATS, schemas
+
+if TYPE_CHECKING:
+    from rastrillo.app import App, Options
+
+__all__ = ["CONSOLE_PATH", "console_routes", "enabled"]
+
+CONSOLE_PATH = "/_rastrillo/console"
+DEFAULT_AGENT = "console"
+AUDIT_ROWS = 10
+_ARG = "arg."
+"""Form fields named ``arg.<name>`` are the call's args; the rest drive the console."""
+_SOURCE = "rastrillo/tools/console.py"
+
+
+def enabled(options: Options) -> bool:
+    """Whether the app serves the console: asked for, or running under ``rastrillo dev``."""
+    return options.console or os.environ.get(DEV_ENV) == "1"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call from the console came to, as the page shows it."""
+
+    tool: str
+    agent: str
+    args: dict[str, str]
+    result: Result | None = None
+    error: ToolError | None = None
+
+    @property
+    def approval_path(self) -> str | None:
+        """The approval page's path (not the absolute URL, which names the configured origin)."""
+        return urlsplit(self.error.url).path if isinstance(self.error, ConfirmRequired) else None
+
+    @property
+    def body(self) -> str:
+        """The response body, JSON indented for reading."""
+        assert self.result is not None
+        if self.result.headers.get("content-type", "").startswith("application/json"):
+            return json.dumps(self.result.json(), indent=2, ensure_ascii=False)
+        return self.result.text
+
+
+@dataclass(frozen=True)
+class Row:
+    """One audit row, who acted in words, and for a proposed write its approval as it is now."""
+
+    record: audit.AuditRecord
+    who: str
+    approval: consent.ApprovalRecord | None
+
+    @property
+    def agent(self) -> str:
+        """The agent's name, to run the approved call as the same agent."""
+        return self.record.actor.removeprefix("agent:")
+
+
+def console_routes(app: App) -> list[Route]:
+    """The console's routes, for the app's router (behind its CSRF and session middleware)."""
+
+    @require
+    def show(ctx: Context) -> Response:
+        return _page(app, ctx, ctx.query.get("format", FORMATS[0]), None)
+
+    @require
+    async def run(ctx: Context) -> Response:
+        if not ctx.actor.human:  # only a person drives the console, never a tool call
+            return ctx.not_found()
+        form = ctx.form
+        tool = form.get("tool", "")
+        agent = form.get("agent", "").strip() or DEFAULT_AGENT
+        args = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
+        call = Call(
+            tool=tool,
+            args=args,
+            actor=Actor.agent(agent),
+            session=ctx.request.scope.get(SESSION_SCOPE_KEY),
+            approval=form.get("approval") or None,
+        )
+        try:
+            result = await dispatch(app, app.options.tools, call)
+            outcome = Outcome(tool, agent, args, result=result)
+        except ToolError as exc:
+            outcome = Outcome(tool, agent, args, error=exc)
+        return await run_in_threadpool(_page, app, ctx, form.get("format", FORMATS[0]), outcome)
+
+    return [
+        Route("GET", CONSOLE_PATH, _SOURCE, show),
+        Route("POST", CONSOLE_PATH, _SOURCE, run),
+    ]
+
+
+def _page(app: App, ctx: Context, fmt: str, outcome: Outcome | None) -> Response:
+    defs = app.options.tools
+    try:
+        rendered = schemas(defs, fmt)
+    except ValueError as exc:
+        return ctx.text(str(exc), status=400)
+    return ctx.render(
+        "_rastrillo/console.html",
+        path=CONSOLE_PATH,
+        formats=FORMATS,
+        format=fmt,
+        tools=[
+            (d, json.dumps(s, indent=2, ensure_ascii=False))
+            for d, s in zip(defs, rendered, strict=True)
+        ],
+        outcome=outcome,
+        agent=outcome.agent if outcome else DEFAULT_AGENT,
+        rows=_rows(app, ctx.user_id),
+        arg_prefix=_ARG,
+    )
+
+
+def _rows(app: App, user_id: str | None) -> list[Row]:
+    rows = []
+    for record in audit.latest(app.db, AUDIT_ROWS, user_id=user_id):
+        who = describe(record.actor, record.user_id, record.approved_by, record.approved_at)
+        approval = None
+        if record.approval_id and (record.refusal or "").startswith(ConfirmRequired.__name__):
+            approval = consent.get(app.db, record.approval_id)
+        rows.append(Row(record, who, approval))
+    return rows

@@ -1,0 +1,100 @@
+"""The tool console without a browser: when it is served, who may use it, what it answers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rastrillo.testing import TestApp
+from rastrillo.tools.console import CONSOLE_PATH
+
+TICKETS = Path(__file__).resolve().parents[2] / "examples" / "tickets"
+
+
+@pytest.fixture
+def tickets(tmp_path: Path) -> TestApp:
+    return TestApp(TICKETS, tmp_path, console=True)
+
+
+@pytest.mark.parametrize(
+    ("console", "dev", "served"),
+    [(False, None, False), (False, "0", False), (False, "1", True), (True, None, True)],
+)
+def test_on_when_asked_for_or_under_rastrillo_dev(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, console: bool, dev: str | None, served: bool
+) -> None:
+    if dev is None:
+        monkeypatch.delenv("RASTRILLO_DEV", raising=False)
+    else:
+        monkeypatch.setenv("RASTRILLO_DEV", dev)
+    app = TestApp(TICKETS, tmp_path, console=console)
+    app.sign_in(app.client, 1)
+    assert app.client.get(CONSOLE_PATH).status_code == (200 if served else 404)
+
+
+def test_signed_in_users_only(tickets: TestApp) -> None:
+    page = tickets.client.get(CONSOLE_PATH, follow_redirects=False)
+    assert page.status_code == 303
+    assert page.headers["location"] == "/signin?next=%2F_rastrillo%2Fconsole"
+    call = tickets.client.post(CONSOLE_PATH, data={"tool": "orders_get", "agent": "console"})
+    assert call.status_code == 403
+
+
+def test_the_call_is_csrf_checked(tickets: TestApp) -> None:
+    foreign = tickets.browser()
+    foreign.headers["Origin"] = "https://evil.example"
+    tickets.sign_in(foreign, 1)
+    response = foreign.post(CONSOLE_PATH, data={"tool": "orders_get", "agent": "console"})
+    assert response.status_code == 403
+    assert tickets.db.query("SELECT * FROM rastrillo_audit") == []
+
+
+def test_schemas_in_the_chosen_format(tickets: TestApp) -> None:
+    tickets.sign_in(tickets.client, 1)
+    anthropic = tickets.client.get(CONSOLE_PATH).text
+    assert "&#34;input_schema&#34;" in anthropic
+    mcp = tickets.client.get(CONSOLE_PATH, params={"format": "mcp"}).text
+    assert "&#34;readOnlyHint&#34;" in mcp
+    assert '<a href="/_rastrillo/console?format=mcp" aria-current="page">mcp</a>' in mcp
+    wrong = tickets.client.get(CONSOLE_PATH, params={"format": "nope"})
+    assert wrong.status_code == 400
+    assert "anthropic" in wrong.text
+
+
+def test_a_call_is_dispatched_as_the_named_agent_for_the_user(tickets: TestApp) -> None:
+    tickets.sign_in(tickets.client, 2)
+    page = tickets.client.post(
+        CONSOLE_PATH, data={"tool": "orders_get", "agent": "helper", "format": "openai"}
+    ).text
+    assert 'Status <strong class="status">200</strong>' in page
+    assert "Chess Open" in page  # user 2's order, read through the user's own session
+    assert '<p class="who">agent:helper for user 2</p>' in page
+    assert "&#34;strict&#34;: true" in page  # the chosen format is kept
+
+
+def test_a_write_links_to_its_approval_then_runs_once_approved(tickets: TestApp) -> None:
+    client = tickets.client
+    tickets.sign_in(client, 1)
+    call = {"tool": "orders_id_cancel_post", "agent": "console", "arg.id": "1"}
+    page = client.post(CONSOLE_PATH, data=call).text
+    assert "Cancel order 1? Its tickets go back on sale." in page
+    found = re.search(r'href="(/_rastrillo/approvals/[\w-]+)"', page)
+    assert found is not None
+    assert client.post(found[1], data={"decision": "approve"}).status_code == 200
+    assert "Run the approved call" in client.get(CONSOLE_PATH).text
+    approval = found[1].rsplit("/", 1)[1]
+    done = client.post(CONSOLE_PATH, data={**call, "approval": approval}).text
+    assert "&#34;status&#34;: &#34;cancelled&#34;" in done
+    assert re.search(r"agent:console for user 1, approved by user 1 at [\d-]+ [\d:]+ UTC", done)
+    again = client.post(CONSOLE_PATH, data={**call, "approval": approval}).text
+    assert "Refused: approval invalid (used)" in again
+
+
+def test_a_refusal_is_shown_with_its_reason(tickets: TestApp) -> None:
+    tickets.sign_in(tickets.client, 1)
+    page = tickets.client.post(
+        CONSOLE_PATH, data={"tool": "orders_id_get", "agent": "bad name", "arg.id": "1"}
+    ).text
+    assert "Refused: a tool call is made by a named agent" in page
