@@ -480,7 +480,12 @@ class SidecarLoop:
                 return done.result()
             if self._force.is_set():
                 return _Outcome(forced=True)
-            if self.lease is not None and asked_at is None and not await self._keep_lease():
+            if (
+                self.lease is not None
+                and asked_at is None
+                and not await self._keep_lease()
+                and not self._stop.is_set()
+            ):
                 logger.error("sidecar: lease lost during a pass; asking the pass to stop")
                 asked_at = self._ask_to_stop(ctx, cancel)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -95,3 +96,25 @@ def test_the_loop_records_a_failure_with_the_retry_as_next_due(db: Database) -> 
     assert (
         before + timedelta(seconds=1) <= state.next_due <= datetime.now(UTC) + timedelta(seconds=1)
     )
+
+
+def test_a_holder_that_loses_the_lease_mid_pass_asks_the_pass_to_stop(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    thief = Lease(db, ttl=60, wall=lambda: time.time() + 1000)  # sees every lease expired
+    told_to_stop: list[bool] = []
+
+    async def main() -> int:
+        aio = asyncio.get_running_loop()
+
+        def long_pass(ctx: PassContext) -> None:
+            thief.acquire()
+            told_to_stop.append(ctx.stopping.wait(5))
+            aio.call_soon_threadsafe(loop.request_stop)
+
+        loop = SidecarLoop(long_pass, db=db, lease=Lease(db, ttl=0.3))
+        return await loop.run(handle_signals=False)
+
+    assert asyncio.run(main()) == 0
+    assert told_to_stop == [True]
+    assert "lease lost during a pass" in caplog.text
