@@ -12,7 +12,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from .actor import Actor
 
 if TYPE_CHECKING:
-    from .app import App
+    from .app import App, Options
     from .storage import Database
 
 TOOL_CALL_SCOPE_KEY = "rastrillo.tool_call"
@@ -53,6 +53,11 @@ class Context:
     @property
     def db(self) -> Database:
         return self._app.db
+
+    @property
+    def options(self) -> Options:
+        """The app's options, read-only by convention (``ctx.options.demo``, say)."""
+        return self._app.options
 
     @property
     def query(self) -> QueryParams:
