@@ -6,7 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
+from starlette.responses import Response
 
+from rastrillo import Context
+from rastrillo.sessions import hash_password
 from rastrillo.storage import Database
 
 MAX_PER_ORDER = 10
@@ -16,6 +19,7 @@ DEMO_USERS = [
     ("alice@example.com", "Alice Martin"),
     ("bob@example.com", "Bob Okafor"),
 ]
+DEMO_PASSWORD = "tickets-demo"
 DEMO_EVENTS = [
     ("Jazz at the Harbour", "Harbour Hall", "2027-01-15T20:00:00+00:00", 120),
     ("Chess Open, day one", "City Library", "2027-02-03T09:30:00+00:00", 40),
@@ -36,10 +40,14 @@ def seed_demo_data(db: Database) -> None:
     with db.write() as conn:
         if conn.execute(text("SELECT COUNT(*) FROM events")).scalar_one():
             return
+        password_hash = hash_password(DEMO_PASSWORD)
         for email, name in DEMO_USERS:
             conn.execute(
-                text("INSERT INTO users (email, name) VALUES (:email, :name)"),
-                {"email": email, "name": name},
+                text(
+                    "INSERT INTO users (email, name, password_hash)"
+                    " VALUES (:email, :name, :password_hash)"
+                ),
+                {"email": email, "name": name, "password_hash": password_hash},
             )
         for name, venue, starts_at, total in DEMO_EVENTS:
             conn.execute(
@@ -52,6 +60,18 @@ def seed_demo_data(db: Database) -> None:
         for user_id, event_id, quantity in ((1, 1, 2), (1, 3, 1), (2, 2, 4)):
             order_id = _reserve(conn, user_id, event_id, quantity)
             conn.execute(text("UPDATE orders SET status = 'paid' WHERE id = :id"), {"id": order_id})
+
+
+def sign_in_page(ctx: Context, status: int = 200, **page: Any) -> Response:
+    """The sign-in page; the demo accounts are listed in demo mode only."""
+    demo = ctx.options.demo
+    return ctx.render(
+        "signin.html",
+        status=status,
+        demo_accounts=DEMO_USERS if demo else [],
+        demo_password=DEMO_PASSWORD if demo else None,
+        **page,
+    )
 
 
 def list_events(db: Database) -> list[dict[str, Any]]:

@@ -16,6 +16,9 @@ _ROUTES = [
     ("GET", "/orders/{id}/cancel", "actions/orders/[id]/cancel.GET.py"),
     ("POST", "/orders/{id}/cancel", "actions/orders/[id]/cancel.POST.py"),
     ("POST", "/orders/{id}/pay", "actions/orders/[id]/pay.POST.py"),
+    ("GET", "/signin", "actions/signin.GET.py"),
+    ("POST", "/signin", "actions/signin.POST.py"),
+    ("POST", "/signout", "actions/signout.POST.py"),
 ]
 
 

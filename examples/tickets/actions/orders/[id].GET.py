@@ -3,6 +3,7 @@
 import ticketing
 
 import rastrillo
+from rastrillo import sessions
 
 TOOL = rastrillo.Tool(
     description="Show one of my orders: event, quantity, status.",
@@ -10,6 +11,7 @@ TOOL = rastrillo.Tool(
 )
 
 
+@sessions.require
 def handle(ctx: rastrillo.Context):
     order = ticketing.get_order(ctx.db, ctx.user_id, ctx.params["id"])
     if order is None:

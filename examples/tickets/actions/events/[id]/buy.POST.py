@@ -3,6 +3,7 @@
 import ticketing
 
 import rastrillo
+from rastrillo import sessions
 
 TOOL = rastrillo.Tool(
     description="Buy tickets for an event. The order is held for 15 minutes until it is paid.",
@@ -12,6 +13,7 @@ TOOL = rastrillo.Tool(
 )
 
 
+@sessions.require
 def handle(ctx: rastrillo.Context):
     event = ticketing.get_event(ctx.db, ctx.params["id"])
     if event is None:

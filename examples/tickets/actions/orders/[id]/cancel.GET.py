@@ -3,8 +3,10 @@
 import ticketing
 
 import rastrillo
+from rastrillo import sessions
 
 
+@sessions.require
 def handle(ctx: rastrillo.Context):
     order = ticketing.get_order(ctx.db, ctx.user_id, ctx.params["id"])
     if order is None:

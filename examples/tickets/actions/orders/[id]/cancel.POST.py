@@ -3,6 +3,7 @@
 import ticketing
 
 import rastrillo
+from rastrillo import sessions
 
 TOOL = rastrillo.Tool(
     description="Cancel one of my orders and release its tickets.",
@@ -12,6 +13,7 @@ TOOL = rastrillo.Tool(
 )
 
 
+@sessions.require
 def handle(ctx: rastrillo.Context):
     order_id = ctx.params["id"]
     if ticketing.get_order(ctx.db, ctx.user_id, order_id) is None:

@@ -3,8 +3,10 @@
 import ticketing
 
 import rastrillo
+from rastrillo import sessions
 
 
+@sessions.require
 def handle(ctx: rastrillo.Context):
     order_id = ctx.params["id"]
     if ticketing.get_order(ctx.db, ctx.user_id, order_id) is None:
