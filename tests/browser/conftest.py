@@ -1,0 +1,58 @@
+"""Headless Chromium over the tickets demo, served by uvicorn on loopback.
+
+Debian's ``chromium`` is driven through Playwright's ``executable_path`` (no
+browser download); ``make test`` installs it first. Every test gets a fresh
+server on its own SQLite file, and the page it ends on is saved as
+``test-artifacts/<test>.png``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from rastrillo.app import App, with_overrides
+from rastrillo.loader import load_options
+from rastrillo.testing import live_server
+from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    """The tickets demo with its console, on a fresh database."""
+    options = with_overrides(load_options(TICKETS), db=str(tmp_path / "tickets.db"), console=True)
+    with live_server(options) as served:
+        yield served
+
+
+@pytest.fixture
+def person(
+    browser: Browser, app: App, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Page]]:
+    """Open a page for one more person (own cookies) on the app; the last page opened is
+    screenshotted when the test ends, pass or fail."""
+    contexts = []
+
+    def open_page(viewport: dict[str, int] = DESKTOP) -> Page:
+        context = browser.new_context(base_url=app.origin, viewport=viewport)
+        context.set_default_timeout(5000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    if contexts and contexts[-1].pages:
+        last = contexts[-1].pages[-1]
+        last.screenshot(path=ARTIFACTS / f"{request.node.name}.png", full_page=True)
+    for context in contexts:
+        context.close()

@@ -1,0 +1,170 @@
+"""The tickets demo end to end in headless Chromium: a person, an agent, and the approval between.
+
+Only what a person does in the browser: plain links and forms, no scripts
+injected, no requests made around the pages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from playwright.sync_api import Page, expect
+from sqlalchemy import update
+
+from rastrillo.app import App
+from rastrillo.tools.consent import approvals_table
+from tests.browser.chromium import ARTIFACTS, PHONE
+
+pytestmark = pytest.mark.browser
+
+ALICE = "alice@example.com"  # user 1: orders 1 and 2
+BOB = "bob@example.com"  # user 2: order 3
+CANCEL = "Cancel order 1? Its tickets go back on sale."
+
+Person = Callable[..., Page]
+
+
+def sign_in(page: Page, email: str, then: str = "/") -> None:
+    """Sign in on the demo's sign-in page with the demo password it lists, as a newcomer would."""
+    page.goto(f"/signin?next={then}")
+    page.get_by_label("Email").fill(email)
+    demo = page.get_by_role("region", name="Demo accounts")
+    expect(demo).to_contain_text(email)
+    page.get_by_label("Password").fill(demo.locator("p code").inner_text())
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(re.escape(then) + "$"))
+
+
+def call_tool(page: Page, tool: str, **args: str) -> None:
+    """Fill one tool's form on the console and call it as the default agent."""
+    form = page.locator("form", has=page.get_by_role("button", name=f"Call {tool}"))
+    for name, value in args.items():
+        form.get_by_label(name).fill(value)
+    form.get_by_role("button", name=f"Call {tool}").click()
+
+
+def propose_cancel(page: Page) -> str:
+    """As the console's agent, ask to cancel order 1; return the approval page's path."""
+    page.goto("/_rastrillo/console")
+    call_tool(page, "orders_id_cancel_post", id="1")
+    result = page.locator("#result")
+    expect(result.locator(".sentence")).to_have_text(CANCEL)
+    href = result.get_by_role("link", name="Review it on the approval page").get_attribute("href")
+    assert href is not None and href.startswith("/_rastrillo/approvals/")
+    return href
+
+
+def expect_order(page: Page, status: str) -> None:
+    page.goto("/orders/1")
+    expect(page.locator(".status")).to_have_text(status)
+
+
+def test_a_person_cancels_an_order(person: Person) -> None:
+    page = person()
+    sign_in(page, ALICE)
+    page.get_by_role("link", name="My orders").click()
+    page.get_by_role("link", name="#1", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Order #1")
+    expect(page.locator(".status")).to_have_text("paid")
+    page.get_by_role("link", name="Cancel order").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Cancel order #1?")
+    page.get_by_role("button", name="Yes, cancel it").click()
+    expect(page).to_have_url(re.compile(r"/orders/1$"))
+    expect(page.locator(".status")).to_have_text("cancelled")
+    expect(page.locator(".cancelled-by")).to_have_text("user 1")
+
+
+def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) -> None:
+    page = person(viewport=PHONE)
+    sign_in(page, ALICE)
+    page.get_by_role("link", name="Tool console").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Tool console")
+
+    page.get_by_role("link", name="openai", exact=True).click()
+    expect(page.get_by_role("link", name="openai", exact=True)).to_have_attribute(
+        "aria-current", "page"
+    )
+    page.get_by_text("Schema (openai)").first.click()
+    expect(page.locator("details[open] pre")).to_contain_text('"strict": true')
+
+    call_tool(page, "orders_id_get", id="1")
+    result = page.locator("#result")
+    expect(result.locator(".status")).to_have_text("200")
+    expect(result.locator(".body")).to_contain_text('"status": "paid"')
+
+    approval = propose_cancel(page)
+    page.get_by_role("link", name="Review it on the approval page").first.click()
+    expect(page).to_have_url(re.compile(re.escape(approval) + "$"))
+    expect(page.locator(".sentence")).to_have_text(CANCEL)
+    expect(page.get_by_role("row", name="id 1")).to_be_visible()
+    page.screenshot(path=ARTIFACTS / "approval-page-phone.png", full_page=True)
+    page.get_by_role("button", name="Approve").click()
+    expect(page.locator(".state")).to_contain_text("You approved this")
+    expect_order(page, "paid")  # approved, not yet run
+
+    page.get_by_role("link", name="Tool console").click()
+    page.get_by_role("button", name="Run the approved call").click()
+    expect(result.locator(".status")).to_have_text("200")
+    expect(result.locator(".body")).to_contain_text('"status": "cancelled"')
+    expect_order(page, "cancelled")
+    expect(page.locator(".cancelled-by")).to_contain_text(
+        "agent:console for user 1, approved by user 1"
+    )
+
+    page.get_by_role("link", name="Tool console").click()
+    latest = page.locator(".audit li").first
+    expect(latest).to_contain_text('orders_id_cancel_post(id="1")')
+    expect(latest.locator(".who")).to_have_text(
+        re.compile(r"^agent:console for user 1, approved by user 1 at [\d-]+ [\d:]+ UTC$")
+    )
+    expect(latest).to_contain_text("→ 200")
+
+
+def test_a_declined_approval_leaves_the_order_alone(person: Person) -> None:
+    page = person()
+    sign_in(page, ALICE)
+    page.goto(propose_cancel(page))
+    page.get_by_role("button", name="Decline").click()
+    expect(page.locator(".state")).to_contain_text("You declined this")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    page.goto("/_rastrillo/console")
+    expect(page.locator(".audit li").first).to_contain_text("Approval declined.")
+    expect(page.get_by_role("button", name="Run the approved call")).to_have_count(0)
+    expect_order(page, "paid")
+
+
+def test_another_user_gets_404_on_the_approval_page(person: Person, app: App) -> None:
+    alice = person()
+    sign_in(alice, ALICE)
+    approval = propose_cancel(alice)
+    bob = person()
+    sign_in(bob, BOB)
+    response = bob.goto(approval)
+    assert response is not None and response.status == 404
+    expect(bob.get_by_role("button", name="Approve")).to_have_count(0)
+    expect_order(alice, "paid")
+
+
+def test_an_expired_approval_is_refused(person: Person, app: App) -> None:
+    page = person()
+    sign_in(page, ALICE)
+    approval = propose_cancel(page)
+    page.goto(approval)
+    page.get_by_role("button", name="Approve").click()
+    page.get_by_role("link", name="Tool console").click()
+    run = page.get_by_role("button", name="Run the approved call")
+    expect(run).to_be_visible()
+    with app.db.write() as conn:  # the clock passes the expiry while the console is open
+        past = datetime.now(UTC) - timedelta(minutes=1)
+        conn.execute(update(approvals_table).values(expires_at=past))
+    run.click()
+    expect(page.locator("#result .refused")).to_have_text(
+        "Refused: approval invalid (expired): the approval expired before it was used"
+    )
+    expect(page.locator(".audit")).to_contain_text("Approval expired.")
+    expect_order(page, "paid")
+    page.goto(approval)
+    expect(page.locator(".state")).to_contain_text("This request expired before it was run")
