@@ -18,7 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..context import USER_SCOPE_KEY
+from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from ..errors import ConfigError
 from ..storage import Database
 from .store import DEFAULT_IDLE, DEFAULT_LIFETIME, create_session, delete_session, find_session
@@ -94,6 +94,10 @@ class SessionMiddleware:
         presented = _cookie(scope, self.cookie)
         if presented is None:
             return RequestSession(self, None, None)
+        resolved = getattr(scope.get(TOOL_CALL_SCOPE_KEY), "session", None)
+        if resolved is not None and resolved.id == presented:
+            # A dispatched tool call: the dispatcher looked this session up a moment ago.
+            return RequestSession(self, resolved.id, resolved.user_id)
         found = None
         if 0 < len(presented) <= _MAX_ID_LENGTH:
             found = await run_in_threadpool(find_session, self.db, presented)

@@ -4,11 +4,23 @@ Who acted (the agent and the user it acted for), what they asked (the tool
 and its exact args), under which approval (who approved, when), what came of
 it (the refusal and why, or the response status) and how long it took. The
 framework writes it, so no app has to remember to.
+
+Rows are appended by a background writer per database, in batches, so a tool
+call never waits on a commit (it would double the cost of a read tool call).
+A row reaches the table within milliseconds; :func:`latest` and :func:`flush`
+wait for every row appended before them, and so does interpreter exit. An
+approved write is in addition recorded durably, before it runs, by its
+approval row (who approved it, when, and when it was used).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +31,9 @@ from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, se
 from rastrillo.actor import Approval, describe
 from rastrillo.storage import METADATA, Database
 
-__all__ = ["AuditRecord", "append", "as_utc", "latest"]
+__all__ = ["AuditRecord", "append", "as_utc", "flush", "latest"]
+
+log = logging.getLogger("rastrillo.tools.audit")
 
 audit_table = Table(
     "rastrillo_audit",
@@ -38,6 +52,8 @@ audit_table = Table(
     Column("refusal", Text),
     Column("duration_ms", Float, nullable=False),
 )
+# One statement object, values bound per call: SQLAlchemy compiles it once.
+_INSERT = audit_table.insert()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,28 +104,36 @@ def append(
     refusal: str | None,
     duration_ms: float,
 ) -> None:
-    """Append one row; whatever the call held is kept, non-strings as their ``repr``."""
-    with db.write() as conn:
-        conn.execute(
-            audit_table.insert().values(
-                at=datetime.now(UTC),
-                call_id=call_id,
-                tool=_text(tool),
-                actor=_text(actor),
-                user_id=user_id,
-                args=json.dumps(_printable(args), ensure_ascii=False),
-                approval_id=approval_id,
-                approved_by=approval.approved_by if approval else None,
-                approved_at=approval.approved_at if approval else None,
-                status=status,
-                refusal=refusal,
-                duration_ms=duration_ms,
-            )
+    """Queue one row for the writer; whatever the call held is kept, non-strings as
+    their ``repr``."""
+    _writer(db).put(
+        dict(
+            at=datetime.now(UTC),
+            call_id=call_id,
+            tool=_text(tool),
+            actor=_text(actor),
+            user_id=user_id,
+            args=json.dumps(_printable(args), ensure_ascii=False),
+            approval_id=approval_id,
+            approved_by=approval.approved_by if approval else None,
+            approved_at=approval.approved_at if approval else None,
+            status=status,
+            refusal=refusal,
+            duration_ms=duration_ms,
         )
+    )
+
+
+def flush(db: Database, timeout: float = 10.0) -> None:
+    """Wait until every row appended so far is in the table."""
+    writer = _writers.get(db)
+    if writer is not None:
+        writer.wait(timeout)
 
 
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:
     """The newest rows first, optionally only the calls made for one user."""
+    flush(db)
     query = select(audit_table).order_by(audit_table.c.id.desc()).limit(limit)
     if user_id is not None:
         query = query.where(audit_table.c.user_id == user_id)
@@ -150,3 +174,71 @@ def as_utc(value: Any) -> Any:
     if isinstance(value, datetime) and value is not None and value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value
+
+
+class _Writer:
+    """Writes one database's queued rows in batches on a thread that ends when idle."""
+
+    _IDLE_SECONDS = 1.0
+    _LINGER_SECONDS = 0.02
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cond = threading.Condition()
+        self._rows: list[dict[str, Any]] = []
+        self._queued = 0
+        self._written = 0
+        self._running = False
+
+    def put(self, row: dict[str, Any]) -> None:
+        with self._cond:
+            self._rows.append(row)
+            self._queued += 1
+            self._cond.notify()
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            target = self._queued
+            while self._written < target and self._cond.wait(deadline - time.monotonic()):
+                pass
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._LINGER_SECONDS)  # let a batch gather: one commit for many rows
+            with self._cond:
+                if not self._rows:
+                    self._cond.wait(self._IDLE_SECONDS)
+                if not self._rows:
+                    self._running = False
+                    return
+                batch, self._rows = self._rows, []
+            try:
+                with self.db.write() as conn:
+                    conn.execute(_INSERT, batch)
+            except Exception:
+                log.exception("audit: %d rows could not be written: %r", len(batch), batch)
+            with self._cond:
+                self._written += len(batch)
+                self._cond.notify_all()
+
+
+_writers: weakref.WeakKeyDictionary[Database, _Writer] = weakref.WeakKeyDictionary()
+_writers_lock = threading.Lock()
+
+
+def _writer(db: Database) -> _Writer:
+    writer = _writers.get(db)
+    if writer is None:
+        with _writers_lock:
+            writer = _writers.setdefault(db, _Writer(db))
+    return writer
+
+
+@atexit.register
+def _flush_all() -> None:
+    for writer in list(_writers.values()):
+        writer.wait(10.0)

@@ -33,7 +33,7 @@ from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.routing import path_params
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import find_session
+from rastrillo.sessions.store import Session, find_session
 from rastrillo.tools import audit, consent
 from rastrillo.tools.confirm import confirm_sentence
 from rastrillo.tools.declare import Access, ToolDef
@@ -109,6 +109,9 @@ class ToolCallMarker:
     actor: Actor
     call_id: str
     approval: Approval | None = None
+    session: Session | None = None
+    """The call's session as the dispatcher found it, so the session middleware
+    need not look it up again."""
 
 
 async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
@@ -131,12 +134,14 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     refusal: str | None = None
     try:
         defn = _check_args(defs, call)
-        user_id = _check_actor(app, defn, call)
+        session = _check_actor(app, defn, call)
+        user_id = session.user_id if session is not None else None
         if defn.access is Access.WRITE:
             assert user_id is not None
             approval = _consent(app, defn, call, user_id)
         actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
-        result = await _run(app, defn, call, ToolCallMarker(actor, call_id, approval))
+        marker = ToolCallMarker(actor, call_id, approval, session)
+        result = await _run(app, defn, call, marker)
         status = result.status
         return result
     except ConfirmRequired as exc:
@@ -204,7 +209,7 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
     return defn
 
 
-def _check_actor(app: App, defn: ToolDef, call: Call) -> str | None:
+def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
     """Step 4: a named agent, acting for the user whose session the call carries."""
     actor = call.actor
     if not isinstance(actor, Actor) or not actor.is_named_agent:
@@ -217,10 +222,8 @@ def _check_actor(app: App, defn: ToolDef, call: Call) -> str | None:
     session = call.session
     if session is not None and (not isinstance(session, str) or not _SESSION_ID.match(session)):
         raise BadActor("call.session is not a session id")
-    user_id = None
-    if session is not None:
-        found = find_session(app.db, session)
-        user_id = found.user_id if found is not None else None
+    found = find_session(app.db, session) if session is not None else None
+    user_id = found.user_id if found is not None else None
     if actor.user_id is not None and actor.user_id != user_id:
         raise BadActor(
             f"the actor acts for user {actor.user_id} but the call carries no live session "
@@ -231,7 +234,7 @@ def _check_actor(app: App, defn: ToolDef, call: Call) -> str | None:
             f"tool {defn.id!r} changes data for a user who must approve it: "
             "call.session must be that user's live session"
         )
-    return user_id
+    return found
 
 
 def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
