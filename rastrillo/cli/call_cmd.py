@@ -14,7 +14,7 @@ from ..errors import RastrilloError
 from ..loader import load_options
 from ..sessions.store import create_session, delete_session
 from ..tools import Call, ConfirmRequired, dispatch_sync
-from ..tools.audit import latest
+from ..tools.audit import flush, latest
 
 NEEDS_APPROVAL = 3
 """Exit status of ``tools call`` when the write waits for the user's approval."""
@@ -66,6 +66,7 @@ def _call(args: argparse.Namespace) -> int:
         return NEEDS_APPROVAL
     finally:
         delete_session(app.db, session)
+        flush(app.db)
         app.db.dispose()
     location = result.headers.get("location")
     print(f"{result.status} → {location}" if location else result.status)

@@ -1,0 +1,200 @@
+"""The audit log: one row per dispatch, refused or run; `rastrillo audit` and `tools call`."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import rastrillo
+from rastrillo.cli.main import main
+from rastrillo.testing import TestApp
+from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
+from rastrillo.tools import dispatch_sync as run
+from tests.tools._tools_app import Fixture, build
+
+AGENT = rastrillo.Actor.agent("concierge")
+TICKETS = Path(__file__).resolve().parents[2] / "examples" / "tickets"
+
+
+@pytest.fixture
+def f(tmp_path) -> Fixture:
+    return build(tmp_path)
+
+
+def test_every_dispatch_refused_or_run_appends_one_row(f):
+    session = f.session("3")
+    attempts = [
+        Call(tool="nope", args={}, actor=AGENT),
+        Call(tool="orders_id_get", args={"id": "1", "x": "2"}, actor=AGENT),
+        Call(tool="orders_id_get", args={}, actor=AGENT),
+        Call(tool="orders_id_get", args={"id": ".."}, actor=AGENT),
+        Call(tool="orders_id_get", args={"id": "1"}, actor=rastrillo.Actor()),
+        Call(
+            tool="orders_id_cancel_post",
+            args={"id": "1", "reason": "r"},
+            actor=AGENT,
+            session=session,
+        ),
+        Call(
+            tool="orders_id_cancel_post",
+            args={"id": "1", "reason": "r"},
+            actor=AGENT,
+            session=session,
+            approval="forged",
+        ),
+        Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, session=session),
+        Call(tool="boom_get", args={}, actor=AGENT),
+    ]
+    for attempt in attempts:
+        with contextlib.suppress(ToolError):
+            run(f.app, f.defs, attempt)
+    rows = list(reversed(audit.latest(f.app.db, limit=100)))
+    assert len(rows) == len(attempts)
+    assert [r.refusal.split(":")[0] if r.refusal else r.status for r in rows] == [
+        "UnknownTool",
+        "UnknownArg",
+        "MissingArg",
+        "BadArg",
+        "BadActor",
+        "ConfirmRequired",
+        "ApprovalInvalid",
+        200,
+        500,
+    ]
+    assert rows[0].tool == "nope" and rows[4].actor == "human"
+    assert rows[5].approval_id is not None  # the pending approval it created
+    assert rows[5].refusal == (
+        "ConfirmRequired: waiting for the user to approve "
+        "'Cancel order 1? Its tickets go back on sale.'"
+    )
+    assert "(unknown)" in rows[6].refusal
+    assert rows[7].user_id == "3" and rows[7].args == {"id": "1"}
+    assert all(r.duration_ms >= 0 and r.call_id for r in rows)
+    assert rows[7].outcome == "200" and rows[0].outcome.startswith("refused: UnknownTool")
+
+
+def test_an_approved_write_records_who_approved_and_when(f):
+    session = f.session("3")
+    call = Call(
+        tool="orders_id_cancel_post",
+        args={"id": "7", "reason": "dup"},
+        actor=AGENT,
+        session=session,
+        call_id="toolu_42",
+    )
+    with pytest.raises(ConfirmRequired) as info:
+        run(f.app, f.defs, call)
+    decided = consent.decide(f.app, "3", info.value.approval_id, True)
+    approved = Call(**{**call.__dict__, "approval": info.value.approval_id})
+    run(f.app, f.defs, approved)
+    with pytest.raises(ApprovalInvalid):
+        run(f.app, f.defs, approved)
+    used_twice, ran, asked = audit.latest(f.app.db, limit=3)
+    assert (ran.status, ran.approved_by, ran.approved_at) == (303, "3", decided.decided_at)
+    assert ran.call_id == "toolu_42" and ran.args == {"id": "7", "reason": "dup"}
+    assert used_twice.refusal.startswith("ApprovalInvalid: approval invalid (used)")
+    assert asked.approval_id == ran.approval_id == info.value.approval_id
+    line = str(ran)
+    assert 'orders_id_cancel_post(id="7" reason="dup")' in line
+    assert "agent:concierge for user 3, approved by user 3 at " in line
+    assert "→ 303" in line
+
+
+def test_latest_filters_by_user_and_limits(f):
+    for user in ("3", "4", "3"):
+        run(f.app, f.defs, Call(tool="me_get", args={}, actor=AGENT, session=f.session(user)))
+    assert [r.user_id for r in audit.latest(f.app.db, user_id="3")] == ["3", "3"]
+    assert len(audit.latest(f.app.db, limit=1)) == 1
+
+
+def test_odd_values_are_kept_as_text(f):
+    odd = {"id": "\ud800", 7: b"x"}
+    with pytest.raises(ToolError):
+        run(f.app, f.defs, Call(tool="orders_id_get", args=odd, actor=AGENT))  # type: ignore[arg-type]
+    [row] = audit.latest(f.app.db)
+    assert row.args == {"id": "\\ud800", "7": "b'x'"}
+
+
+@pytest.fixture
+def tickets(tmp_path) -> Path:
+    app_dir = tmp_path / "tickets"
+    shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
+    return app_dir
+
+
+def test_tools_call_and_audit_from_the_command_line(tickets, capsys):
+    app = ["--app", str(tickets)]
+    assert main(["tools", "call", "orders_id_get", "id=1", "--as", "cli", "--user", "1", *app]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("200\n") and '"status":"paid"' in out.replace(" ", "")
+
+    assert (
+        main(["tools", "call", "orders_id_cancel_post", "id=1", "--as", "cli", "--user", "1", *app])
+        == 3
+    )
+    out = capsys.readouterr().out
+    assert "Cancel order 1? Its tickets go back on sale." in out
+    approval_id = re.search(r"/_rastrillo/approvals/([\w-]+)", out)[1]
+    assert f"--approval {approval_id}" in out
+
+    db = rastrillo.handler(rastrillo.Options(app_dir=tickets, db=str(tickets / "tickets.db"))).db
+    consent.decide(db, "1", approval_id, True)
+    argv = [
+        "tools",
+        "call",
+        "orders_id_cancel_post",
+        "id=1",
+        "--as",
+        "cli",
+        "--user",
+        "1",
+        "--approval",
+        approval_id,
+        *app,
+    ]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("200")
+    assert main(argv) == 1
+    assert "approval invalid (used)" in capsys.readouterr().err
+
+    assert main(["audit", "--limit", "3", *app]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    assert "refused: ApprovalInvalid" in lines[0]
+    assert "agent:cli for user 1, approved by user 1 at" in lines[1] and "→ 200" in lines[1]
+
+
+def test_tools_call_usage_errors(tickets, capsys):
+    app = ["--app", str(tickets)]
+    assert main(["tools", "call", "orders_id_get", "id", "--as", "a", "--user", "1", *app]) == 1
+    assert "key=value" in capsys.readouterr().err
+    assert main(["tools", "call", "nope", "--as", "a", "--user", "1", *app]) == 1
+    assert "unknown tool 'nope'" in capsys.readouterr().err
+    assert main(["audit", *app, "--user", "99"]) == 0
+    assert capsys.readouterr().out == "no tool calls yet\n"
+
+
+def test_tickets_records_who_cancelled_an_order(tmp_path):
+    app = TestApp(TICKETS, tmp_path)
+    agent = app.agent("concierge", user_id=1)
+    pending = agent.needs_confirmation(
+        "orders_id_cancel_post",
+        {"id": "1"},
+        sentence="Cancel order 1? Its tickets go back on sale.",
+    )
+    agent.approve(pending)
+    assert agent.call("orders_id_cancel_post", {"id": "1"}, approval=pending).status == 200
+    order = app.db.query_one("SELECT status, cancelled_by FROM orders WHERE id = 1")
+    assert order.status == "cancelled"
+    assert re.fullmatch(
+        r"agent:concierge for user 1, approved by user 1 at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC",
+        order.cancelled_by,
+    )
+    other = app.agent("concierge", user_id=2)
+    with pytest.raises(ApprovalInvalid) as info:
+        other.call("orders_id_cancel_post", {"id": "1"}, approval=pending)
+    assert info.value.reason == "user"
