@@ -1,8 +1,9 @@
 """Headless Chromium over the tickets demo, served by uvicorn on loopback.
 
 Debian's ``chromium`` is driven through Playwright's ``executable_path`` (no
-browser download); ``make test`` installs it first. Every test gets a fresh
-server on its own SQLite file, and the page it ends on is saved as
+browser download); ``make test`` installs it first. JavaScript is off in
+every page: the pages must work as plain links and forms. Every test gets a
+fresh server on its own SQLite file, and the page it ends on is saved as
 ``test-artifacts/<test>.png``.
 """
 
@@ -45,7 +46,9 @@ def person(
     contexts = []
 
     def open_page(viewport: dict[str, int] = DESKTOP) -> Page:
-        context = browser.new_context(base_url=app.origin, viewport=viewport)
+        context = browser.new_context(
+            base_url=app.origin, viewport=viewport, java_script_enabled=False
+        )
         context.set_default_timeout(5000)
         contexts.append(context)
         return context.new_page()

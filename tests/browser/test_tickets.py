@@ -57,6 +57,13 @@ def propose_cancel(page: Page) -> str:
     return href
 
 
+def expect_fits(page: Page) -> None:
+    """Nothing on the page is wider than the window: no sideways scrolling on a phone."""
+    window = page.viewport_size
+    assert window is not None
+    assert page.evaluate("document.documentElement.scrollWidth") <= window["width"]
+
+
 def expect_order(page: Page, status: str) -> None:
     page.goto("/orders/1")
     expect(page.locator(".status")).to_have_text(status)
@@ -89,6 +96,7 @@ def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) ->
     )
     page.get_by_text("Schema (openai)").first.click()
     expect(page.locator("details[open] pre")).to_contain_text('"strict": true')
+    expect_fits(page)
 
     call_tool(page, "orders_id_get", id="1")
     result = page.locator("#result")
@@ -100,6 +108,7 @@ def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) ->
     expect(page).to_have_url(re.compile(re.escape(approval) + "$"))
     expect(page.locator(".sentence")).to_have_text(CANCEL)
     expect(page.get_by_role("row", name="id 1")).to_be_visible()
+    expect_fits(page)
     page.screenshot(path=ARTIFACTS / "approval-page-phone.png", full_page=True)
     page.get_by_role("button", name="Approve").click()
     expect(page.locator(".state")).to_contain_text("You approved this")
@@ -121,6 +130,7 @@ def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) ->
         re.compile(r"^agent:console for user 1, approved by user 1 at [\d-]+ [\d:]+ UTC$")
     )
     expect(latest).to_contain_text("→ 200")
+    expect_fits(page)
 
 
 def test_a_declined_approval_leaves_the_order_alone(person: Person) -> None:
