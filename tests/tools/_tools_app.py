@@ -21,6 +21,7 @@ CANCEL = "Cancel order {id}? Its tickets go back on sale."
 @dataclass
 class Fixture:
     app: rastrillo.App
+    options: rastrillo.Options
     defs: list[ToolDef]
     seen: list[dict[str, Any]] = field(default_factory=list)
 
@@ -114,9 +115,7 @@ def build(tmp_path: Path, **options: Any) -> Fixture:
         tool("DELETE", "/notes/{id}", rastrillo.ToolWrite, {"id": "note"}, "Delete note {id}?"),
     ]
     options.setdefault("origin", "http://testserver.local")
-    app = rastrillo.handler(
-        rastrillo.Options(
-            app_dir=tmp_path, db=str(tmp_path / "app.db"), routes=routes, tools=defs, **options
-        )
+    opts = rastrillo.Options(
+        app_dir=tmp_path, db=str(tmp_path / "app.db"), routes=routes, tools=defs, **options
     )
-    return Fixture(app, defs, seen)
+    return Fixture(rastrillo.handler(opts), opts, defs, seen)
