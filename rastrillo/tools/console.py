@@ -13,6 +13,7 @@ middleware; no JavaScript.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -67,10 +68,11 @@ class Outcome:
 
     @property
     def body(self) -> str:
-        """The response body, JSON indented for reading."""
+        """The response body, JSON indented for reading (as sent when it does not parse)."""
         assert self.result is not None
         if self.result.headers.get("content-type", "").startswith("application/json"):
-            return json.dumps(self.result.json(), indent=2, ensure_ascii=False)
+            with contextlib.suppress(ValueError):
+                return json.dumps(self.result.json(), indent=2, ensure_ascii=False)
         return self.result.text
 
 
