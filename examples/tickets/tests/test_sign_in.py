@@ -1,24 +1,26 @@
 """Signing in to the tickets demo, and orders that belong to their user — over a real server."""
 
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import ticketing
 
 from rastrillo.app import App, with_overrides
 from rastrillo.loader import load_options
 from rastrillo.testing import TestApp, live_server
 
 APP_DIR = Path(__file__).resolve().parent.parent
+OPTIONS = load_options(APP_DIR)
+ticketing = importlib.import_module("ticketing")  # imported by app.py above
 ALICE, BOB = (email for email, _ in ticketing.DEMO_USERS)
 BOBS_ORDER = 3  # seeded: alice has orders 1 and 2, bob has 3
 
 
 @pytest.fixture
 def app(tmp_path) -> Iterator[App]:
-    options = with_overrides(load_options(APP_DIR), db=str(tmp_path / "tickets.db"))
+    options = with_overrides(OPTIONS, db=str(tmp_path / "tickets.db"))
     with live_server(options) as served:
         yield served
 
