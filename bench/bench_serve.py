@@ -41,11 +41,12 @@ def build_app(kind: str, db: str):
     if kind == "rastrillo":
         return rastrillo_app
 
-    import ticketing
     from jinja2 import Environment, FileSystemLoader
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse, PlainTextResponse
     from starlette.routing import Route
+
+    import ticketing
 
     templates = Environment(loader=FileSystemLoader(TICKETS / "templates"), autoescape=True)
     database = rastrillo_app.db

@@ -5,11 +5,10 @@
 
 from pathlib import Path
 
+import rastrillo
 import sidecar_jobs
 import ticketing
 from gen import routes, tools
-
-import rastrillo
 
 OPTIONS = rastrillo.Options(
     app_dir=Path(__file__).resolve().parent,

@@ -1,8 +1,7 @@
 """GET /: upcoming events with the tickets left."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 
 TOOL = rastrillo.Tool(description="List upcoming events with how many tickets are left for each.")
 

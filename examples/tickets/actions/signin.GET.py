@@ -1,8 +1,7 @@
 """GET /signin: the sign-in form; in demo mode it lists the demo accounts."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 

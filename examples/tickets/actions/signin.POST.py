@@ -1,8 +1,7 @@
 """POST /signin: check the email and password, start a session, go where the user was going."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 

@@ -1,8 +1,7 @@
 """GET /events/{id}: one event, with a form to buy tickets."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 
 TOOL = rastrillo.Tool(
     description="Show one event: name, venue, start time and tickets left.",

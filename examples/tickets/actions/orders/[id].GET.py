@@ -1,8 +1,7 @@
 """GET /orders/{id}: one of the signed-in user's orders."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 TOOL = rastrillo.Tool(

@@ -1,8 +1,7 @@
 """POST /events/{id}/buy: hold tickets for the signed-in user."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 TOOL = rastrillo.Tool(

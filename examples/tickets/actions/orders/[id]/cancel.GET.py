@@ -1,8 +1,7 @@
 """GET /orders/{id}/cancel: the page that asks a person to confirm a cancellation."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 

@@ -1,8 +1,7 @@
 """POST /orders/{id}/cancel: cancel an order and release its tickets."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 TOOL = rastrillo.Tool(

@@ -1,8 +1,7 @@
 """POST /orders/{id}/pay: pay for a held order (the demo's stand-in for a payment)."""
 
-import ticketing
-
 import rastrillo
+import ticketing
 from rastrillo import sessions
 
 
