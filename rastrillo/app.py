@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .routing import Match, Route, Router
+from .sidecar import Sidecar, next_due_endpoint
 from .storage import Database
 from .tools import console
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
@@ -68,10 +69,12 @@ class Options:
     origin: str | None = None
     """The app's public origin (``https://tickets.example``), the base of CSRF checks.
     Unset: ``RASTRILLO_ORIGIN``, else the address it serves on."""
-    sidecar: Callable[..., Any] | None = None
-    """One pass of scheduled work, run by ``sidecar run`` (see docs/sidecar.md)."""
-    next_due: Callable[[], datetime | None] | None = None
-    """When the app next needs waking, for ``GET /api/next-due``."""
+    sidecar: Callable[..., Any] | Sidecar | None = None
+    """One pass of scheduled work, run by ``sidecar run``: a function given a
+    ``PassContext``, or a ``rastrillo.sidecar.Sidecar`` (see docs/sidecar.md)."""
+    next_due: Callable[[Database], Any] | None = None
+    """Given the database, when the app next needs waking (an aware ``datetime``, or
+    ``None``), sync or async, for ``GET /api/next-due``; unset, the sidecar's record."""
     setup: Callable[[Database], None] | None = None
     """Called once with the database after migrations (demo data, for example)."""
     console: bool = False
@@ -142,6 +145,8 @@ class App:
             "/healthz": _healthz,
             "/api/version": self._version,
         }
+        if options.next_due is not None or options.sidecar is not None:
+            self._endpoints["/api/next-due"] = next_due_endpoint(options, self.db)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

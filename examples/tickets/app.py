@@ -18,6 +18,7 @@ OPTIONS = rastrillo.Options(
     version="0.1.0",
     setup=ticketing.seed_demo_data,
     sidecar=sidecar_jobs.release_expired_holds,
+    next_due=sidecar_jobs.next_hold_expiry,
     demo=True,
 )
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from sqlalchemy import text
 
 from rastrillo.sidecar import PassContext
+from rastrillo.storage import Database
 
 
 def release_expired_holds(ctx: PassContext) -> datetime | None:
@@ -37,7 +38,13 @@ def release_expired_holds(ctx: PassContext) -> datetime | None:
                 text("UPDATE events SET tickets_left = tickets_left + :n WHERE id = :id"),
                 {"n": order.quantity, "id": order.event_id},
             )
-        earliest = conn.execute(
-            text("SELECT MIN(hold_expires_at) FROM orders WHERE status = 'held'")
-        ).scalar()
-    return datetime.fromisoformat(earliest) if earliest else None
+    return next_hold_expiry(ctx.db)
+
+
+def next_hold_expiry(db: Database) -> datetime | None:
+    """When the earliest pending hold runs out: ``GET /api/next-due`` answers with it.
+
+    Asked fresh on every poll, so a hold taken a second ago is already counted.
+    """
+    earliest = db.query_one("SELECT MIN(hold_expires_at) AS at FROM orders WHERE status = 'held'")
+    return datetime.fromisoformat(earliest.at) if earliest and earliest.at else None

@@ -67,9 +67,9 @@ def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awa
             assert sidecar is not None
             return await run_in_threadpool(recorded_next_due, db, sidecar.name)
         if is_async_callable(provider):
-            result = await provider()  # type: ignore[misc]
+            result = await provider(db)
         else:
-            result = await run_in_threadpool(provider)
+            result = await run_in_threadpool(provider, db)
         return interpret(result, "Options.next_due")
 
     async def endpoint(request: Request) -> Response:

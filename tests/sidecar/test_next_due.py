@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import socket
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,50 +13,33 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.routing import Route
 
 import rastrillo
-from rastrillo.sidecar import Sidecar, next_due_endpoint
+from rastrillo.sidecar import Sidecar
 from rastrillo.sidecar.lease import record_pass
 from rastrillo.sidecar.nextdue import bearer_matches
 from rastrillo.storage import Database
+from rastrillo.testing import live_server
 
 TOKEN = "s3cret-token-value"
 DUE = datetime(2025, 12, 6, 5, 46, 40, 900_000, tzinfo=UTC)  # 1765000000.9
 
 
-def build_app(options: rastrillo.Options, db: Database) -> Any:
-    return Starlette(routes=[Route("/api/next-due", next_due_endpoint(options, db))])
-
-
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., httpx.Client]]:
-    servers: list[tuple[uvicorn.Server, threading.Thread, httpx.Client]] = []
+    """The real app (``rastrillo.handler``) with the given options, under uvicorn."""
+    with contextlib.ExitStack() as stack:
 
-    def start(**option_fields: Any) -> httpx.Client:
-        options = rastrillo.Options(app_dir=tmp_path, db=str(tmp_path / "app.db"), **option_fields)
-        db = Database(options.database_url())
-        db.open()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        config = uvicorn.Config(build_app(options, db), lifespan="off", log_config=None)
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        while not server.started:
-            threading.Event().wait(0.01)
-        client = httpx.Client(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
-        client.db = db  # type: ignore[attr-defined]
-        servers.append((server, thread, client))
-        return client
+        def start(**option_fields: Any) -> httpx.Client:
+            options = rastrillo.Options(
+                app_dir=tmp_path, db=str(tmp_path / "app.db"), **option_fields
+            )
+            app = stack.enter_context(live_server(options))
+            client = stack.enter_context(httpx.Client(base_url=app.origin))
+            client.db = app.db  # type: ignore[attr-defined]
+            return client
 
-    yield start
-    for server, thread, client in servers:
-        client.close()
-        server.should_exit = True
-        thread.join(5)
+        yield start
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +82,7 @@ def get(client: httpx.Client, authorization: str | None, method: str = "GET") ->
 def test_a_bad_authorization_is_refused_with_403(
     serve: Callable[..., httpx.Client], authorization: str | None
 ) -> None:
-    response = get(serve(next_due=lambda: DUE), authorization)
+    response = get(serve(next_due=lambda db: DUE), authorization)
     assert response.status_code == 403
     assert '"due"' not in response.text
 
@@ -113,7 +95,7 @@ def test_an_unset_or_empty_token_refuses_everything(
         monkeypatch.delenv("CARLOS_ADMIN_TOKEN")
     else:
         monkeypatch.setenv("CARLOS_ADMIN_TOKEN", value)
-    client = serve(next_due=lambda: DUE)
+    client = serve(next_due=lambda db: DUE)
     for authorization in (None, "", "Bearer", f"Bearer {TOKEN}"):
         assert get(client, authorization).status_code == 403
 
@@ -128,7 +110,7 @@ def test_the_header_is_matched_exactly_including_whitespace_http_would_strip() -
 def test_the_token_is_read_on_every_request(
     serve: Callable[..., httpx.Client], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = serve(next_due=lambda: DUE)
+    client = serve(next_due=lambda db: DUE)
     assert get(client, f"Bearer {TOKEN}").status_code == 200
     monkeypatch.setenv("CARLOS_ADMIN_TOKEN", "rotated")
     assert get(client, f"Bearer {TOKEN}").status_code == 403
@@ -139,7 +121,7 @@ def test_the_token_is_read_on_every_request(
 def test_the_scheme_in_any_case_with_the_right_token_answers_the_floored_due(
     serve: Callable[..., httpx.Client], scheme: str
 ) -> None:
-    response = get(serve(next_due=lambda: DUE), f"{scheme} {TOKEN}")
+    response = get(serve(next_due=lambda db: DUE), f"{scheme} {TOKEN}")
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     assert response.json() == {"due": 1765000000}
@@ -148,15 +130,15 @@ def test_the_scheme_in_any_case_with_the_right_token_answers_the_floored_due(
 def test_nothing_scheduled_is_0_and_a_past_instant_is_reported_as_it_is(
     serve: Callable[..., httpx.Client],
 ) -> None:
-    assert get(serve(next_due=lambda: None), f"Bearer {TOKEN}").json() == {"due": 0}
+    assert get(serve(next_due=lambda db: None), f"Bearer {TOKEN}").json() == {"due": 0}
     past = datetime(2001, 9, 9, 1, 46, 40, tzinfo=UTC)
-    assert get(serve(next_due=lambda: past), f"Bearer {TOKEN}").json() == {"due": 1000000000}
+    assert get(serve(next_due=lambda db: past), f"Bearer {TOKEN}").json() == {"due": 1000000000}
 
 
 def test_an_async_next_due_and_another_zone_are_accepted(
     serve: Callable[..., httpx.Client],
 ) -> None:
-    async def next_due() -> datetime:
+    async def next_due(db: Database) -> datetime:
         await asyncio.sleep(0)
         return DUE.astimezone(ZoneInfo("Europe/Madrid"))
 
@@ -166,14 +148,14 @@ def test_an_async_next_due_and_another_zone_are_accepted(
 @pytest.mark.parametrize(
     "next_due",
     [
-        pytest.param(lambda: 1 / 0, id="raises"),
-        pytest.param(lambda: datetime(2030, 1, 1), id="naive"),
-        pytest.param(lambda: 1765000000, id="wrong-type"),
+        pytest.param(lambda db: 1 / 0, id="raises"),
+        pytest.param(lambda db: datetime(2030, 1, 1), id="naive"),
+        pytest.param(lambda db: 1765000000, id="wrong-type"),
     ],
 )
 def test_a_failing_next_due_is_a_5xx_never_0(
     serve: Callable[..., httpx.Client],
-    next_due: Callable[[], Any],
+    next_due: Callable[[Database], Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.ERROR, "rastrillo.sidecar")
@@ -186,7 +168,7 @@ def test_a_failing_next_due_is_a_5xx_never_0(
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 def test_only_get_and_head(serve: Callable[..., httpx.Client], method: str) -> None:
-    client = serve(next_due=lambda: DUE)
+    client = serve(next_due=lambda db: DUE)
     assert get(client, f"Bearer {TOKEN}", method).status_code == 405
     head = get(client, f"Bearer {TOKEN}", "HEAD")
     assert head.status_code == 200
@@ -212,7 +194,7 @@ def test_with_only_a_sidecar_it_reports_the_recorded_next_due(
 
 def test_next_due_wins_over_the_sidecar_record(serve: Callable[..., httpx.Client]) -> None:
     later = DUE + timedelta(days=1)
-    client = serve(sidecar=lambda ctx: None, next_due=lambda: later)
+    client = serve(sidecar=lambda ctx: None, next_due=lambda db: later)
     assert get(client, f"Bearer {TOKEN}").json() == {"due": 1765086400}
 
 

@@ -10,6 +10,8 @@ from rastrillo.loader import load_options
 from rastrillo.sidecar import PassContext, SidecarLoop, read_state
 from rastrillo.testing import TestApp
 
+TOKEN = "tickets-platform-token"
+
 APP_DIR = Path(__file__).resolve().parent.parent
 release_expired_holds = load_options(APP_DIR).sidecar
 ticketing = importlib.import_module("ticketing")  # imported by app.py above
@@ -72,3 +74,18 @@ def test_a_pass_records_the_next_expiry_as_its_next_due(tmp_path):
     assert asyncio.run(loop.run(handle_signals=False)) == 0
     assert read_state(app.db).next_due == held_until
 
+
+
+def test_next_due_reports_the_earliest_pending_hold_to_the_platform(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARLOS_ADMIN_TOKEN", TOKEN)
+    app = TestApp(APP_DIR, tmp_path)
+    ask = {"Authorization": f"Bearer {TOKEN}"}
+    assert app.client.get("/api/next-due", headers=ask).json() == {"due": 0}
+    order = ticketing.buy(app.db, "1", "3", "2")
+    held_until = datetime.fromisoformat(
+        ticketing.get_order(app.db, "1", str(order))["hold_expires_at"]
+    )
+    assert app.client.get("/api/next-due", headers=ask).json() == {
+        "due": int(held_until.timestamp())
+    }
+    assert app.client.get("/api/next-due").status_code == 403
