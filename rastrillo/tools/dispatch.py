@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import itertools
 import json
 import logging
 import re
@@ -61,6 +62,9 @@ _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+# Call ids for calls without one: unique per process run, without a syscall per call.
+_RUN = secrets.token_hex(4)
+_SEQUENCE = itertools.count(1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +74,7 @@ class Call:
     ``session`` is the session id (the session cookie's value) of the user the
     agent acts for; ``approval`` the id of the user's approval when re-calling
     a write; ``call_id`` the provider's tool-call id, kept in the audit log
-    (a random one when None).
+    (one made up when None).
     """
 
     tool: str
@@ -126,7 +130,7 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     (session, approval, audit) run inline: they are small and local.
     """
     started = time.perf_counter()
-    call_id = call.call_id or secrets.token_hex(8)
+    call_id = call.call_id or f"{_RUN}-{next(_SEQUENCE)}"
     user_id: str | None = None
     approval: Approval | None = None
     approval_id = call.approval if isinstance(call.approval, str) else None
