@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -19,6 +18,7 @@ import uvicorn
 
 from .app import DEFAULT_ADDR, Options, handler, with_overrides
 from .errors import RastrilloError
+from .logs import configure_logging
 
 USAGE = """\
 usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH]
@@ -92,7 +92,7 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
 
 def serve(options: Options, args: ServeArgs) -> int:
     """Serve with uvicorn until SIGTERM or SIGINT, letting requests in flight finish."""
-    _configure_logging()
+    configure_logging()
     changes: dict[str, object] = {}
     if args.db is not None:
         changes["db"] = args.db
@@ -130,10 +130,3 @@ def _signals_end_quietly() -> Iterator[None]:
     finally:
         for sig, handler_ in previous.items():
             signal.signal(sig, handler_)
-
-
-def _configure_logging() -> None:
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )

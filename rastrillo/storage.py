@@ -111,8 +111,13 @@ class Database:
             return conn.execute(text(sql), params).rowcount
 
     def open(self, migrations_dir: Path | None = None) -> None:
-        """Create the framework's tables, then apply the app's pending migrations."""
-        METADATA.create_all(self.engine)
+        """Create the framework's tables, then apply the app's pending migrations.
+
+        Both happen in write transactions, so a web process and a sidecar
+        opening a new database at the same moment do not race.
+        """
+        with self.write() as conn:
+            METADATA.create_all(conn)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
 

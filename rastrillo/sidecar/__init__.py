@@ -8,10 +8,10 @@ pass does what is due and returns when the next pass is due (an aware
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..logs import configure_logging
 from ..storage import Database
 from .lease import Lease, SidecarState, read_state, recorded_next_due
 from .loop import (
@@ -65,10 +65,7 @@ def run_sidecar(options: Options) -> int:
             "`sidecar run` needs a sidecar, but Options.sidecar is not set; "
             "give Options a sidecar= pass function (see docs/sidecar.md)"
         )
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
+    configure_logging()
     db = Database(options.database_url())
     try:
         db.open(options.app_dir / "migrations")
