@@ -59,7 +59,10 @@ def seed_demo_data(db: Database) -> None:
             )
         for user_id, event_id, quantity in ((1, 1, 2), (1, 3, 1), (2, 2, 4)):
             order_id = _reserve(conn, user_id, event_id, quantity)
-            conn.execute(text("UPDATE orders SET status = 'paid' WHERE id = :id"), {"id": order_id})
+            conn.execute(
+                text("UPDATE orders SET status = 'paid', hold_expires_at = NULL WHERE id = :id"),
+                {"id": order_id},
+            )
 
 
 def sign_in_page(ctx: Context, status: int = 200, **page: Any) -> Response:
