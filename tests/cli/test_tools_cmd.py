@@ -1,0 +1,50 @@
+"""`rastrillo tools list` and `rastrillo tools schemas` on an app folder."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rastrillo.cli.main import main
+from rastrillo.loader import load_options
+from rastrillo.tools import FORMATS, schemas
+from tests.support import write_app
+
+TICKETS = Path(__file__).resolve().parents[2] / "examples" / "tickets"
+
+
+def test_list_shows_id_access_route_and_description(capsys):
+    assert main(["tools", "list", "--app", str(TICKETS)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cancel = next(line for line in lines if line.startswith("orders_id_cancel_post"))
+    assert cancel.split()[1:4] == ["write", "POST", "/orders/{id}/cancel"]
+    assert "Cancel one of my orders" in cancel
+    assert len(lines) == len(load_options(TICKETS).tools)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_schemas_print_the_registry_in_each_format(fmt, capsys):
+    assert main(["tools", "schemas", "--app", str(TICKETS), "--format", fmt]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == schemas(load_options(TICKETS).tools, format=fmt)
+
+
+def test_an_unknown_format_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["tools", "schemas", "--app", str(TICKETS), "--format", "claude"])
+    assert exit_.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_folder_without_an_app_is_a_clear_error(tmp_path, capsys):
+    assert main(["tools", "list", "--app", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "no app.py" in err
+    assert "Traceback" not in err
+
+
+def test_an_app_without_tools_says_how_to_declare_one(tmp_path, capsys):
+    handle = "def handle(ctx):\n    return ctx.text('x')\n"
+    app = write_app(tmp_path / "app", {"index.GET.py": handle})
+    assert main(["tools", "list", "--app", str(app)]) == 0
+    assert "TOOL = rastrillo.Tool" in capsys.readouterr().out
