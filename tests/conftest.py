@@ -6,8 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support import Server, free_port
+
+# Timing is measured in bench/, never in tests: no per-example deadline, which
+# would only make property tests flaky on a loaded CI machine.
+settings.register_profile("rastrillo", deadline=None, print_blob=True)
+settings.load_profile("rastrillo")
 
 
 @pytest.fixture
