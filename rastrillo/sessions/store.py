@@ -21,6 +21,7 @@ from sqlalchemy import (
     Index,
     String,
     Table,
+    bindparam,
     delete,
     or_,
     select,
@@ -43,6 +44,11 @@ sessions_table = Table(
     Column("idle_expires", Float, nullable=False),
     Index("rastrillo_sessions_user", "user_id"),
 )
+
+
+# Built once: a session is looked up on every request, and building the
+# statement costs more than running it.
+_FIND = select(sessions_table).where(sessions_table.c.id_digest == bindparam("digest"))
 
 
 def now() -> float:
@@ -88,7 +94,7 @@ def find_session(db: Database, session_id: str) -> Session | None:
     digest = _digest(session_id)
     t = now()
     with db.read() as conn:
-        row = conn.execute(select(sessions_table).where(_with_digest(digest))).first()
+        row = conn.execute(_FIND, {"digest": digest}).first()
     if row is None:
         return None
     if t >= min(row.expires, row.idle_expires):

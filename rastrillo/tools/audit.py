@@ -5,12 +5,15 @@ and its exact args), under which approval (who approved, when), what came of
 it (the refusal and why, or the response status) and how long it took. The
 framework writes it, so no app has to remember to.
 
-Rows are appended by a background writer per database, in batches, so a tool
-call never waits on a commit (it would double the cost of a read tool call).
-A row reaches the table within milliseconds; :func:`latest` and :func:`flush`
-wait for every row appended before them, and so does interpreter exit. An
-approved write is in addition recorded durably, before it runs, by its
-approval row (who approved it, when, and when it was used).
+A call that changed state — a write tool that ran — is written before
+dispatch returns its result, in its own transaction: once the caller sees the
+result, the row is in the database. Every other row (reads, refusals) is
+appended by a background writer per database, in batches, so a read never
+waits on a commit (one would double its cost); such a row reaches the table
+within milliseconds, and :func:`latest`, :func:`flush` and interpreter exit
+wait for every row appended before them. Only a hard crash (SIGKILL, power
+loss) in those milliseconds can lose a read's row; an approved write is in
+addition recorded, before it runs, by its approval row.
 """
 
 from __future__ import annotations
@@ -103,25 +106,32 @@ def append(
     status: int | None,
     refusal: str | None,
     duration_ms: float,
+    durable: bool = False,
 ) -> None:
-    """Queue one row for the writer; whatever the call held is kept, non-strings as
-    their ``repr``."""
-    _writer(db).put(
-        dict(
-            at=datetime.now(UTC),
-            call_id=call_id,
-            tool=_text(tool),
-            actor=_text(actor),
-            user_id=user_id,
-            args=json.dumps(_printable(args), ensure_ascii=False),
-            approval_id=approval_id,
-            approved_by=approval.approved_by if approval else None,
-            approved_at=approval.approved_at if approval else None,
-            status=status,
-            refusal=refusal,
-            duration_ms=duration_ms,
-        )
+    """Record one call; whatever it held is kept, non-strings as their ``repr``.
+
+    ``durable`` writes the row now, in the calling thread; otherwise it is
+    queued for the background writer.
+    """
+    row = dict(
+        at=datetime.now(UTC),
+        call_id=call_id,
+        tool=_text(tool),
+        actor=_text(actor),
+        user_id=user_id,
+        args=json.dumps(_printable(args), ensure_ascii=False),
+        approval_id=approval_id,
+        approved_by=approval.approved_by if approval else None,
+        approved_at=approval.approved_at if approval else None,
+        status=status,
+        refusal=refusal,
+        duration_ms=duration_ms,
     )
+    if durable:
+        with db.write() as conn:
+            conn.execute(_INSERT, [row])
+    else:
+        _writer(db).put(row)
 
 
 def flush(db: Database, timeout: float = 10.0) -> None:
@@ -134,7 +144,11 @@ def flush(db: Database, timeout: float = 10.0) -> None:
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:
     """The newest rows first, optionally only the calls made for one user."""
     flush(db)
-    query = select(audit_table).order_by(audit_table.c.id.desc()).limit(limit)
+    query = (
+        select(audit_table)
+        .order_by(audit_table.c.at.desc(), audit_table.c.id.desc())
+        .limit(limit)
+    )
     if user_id is not None:
         query = query.where(audit_table.c.user_id == user_id)
     with db.read() as conn:

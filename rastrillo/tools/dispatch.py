@@ -127,7 +127,8 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     or :class:`ApprovalInvalid`. Anything the app answers, a 4xx or 5xx
     included, is a :class:`Result`. ``app`` is ``rastrillo.handler(options)``;
     no server or lifespan is needed. The few database statements a call needs
-    (session, approval, audit) run inline: they are small and local.
+    (session, approval, audit) run inline: they are small and local. The audit
+    row of an approved write is committed before this returns.
     """
     started = time.perf_counter()
     call_id = call.call_id or f"{_RUN}-{next(_SEQUENCE)}"
@@ -168,6 +169,7 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
             status=status,
             refusal=refusal,
             duration_ms=(time.perf_counter() - started) * 1000,
+            durable=approval is not None,  # an approved write ran: on disk before we return
         )
 
 

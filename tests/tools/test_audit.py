@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,23 @@ def test_an_approved_write_records_who_approved_and_when(f):
     assert 'orders_id_cancel_post(id="7" reason="dup")' in line
     assert "agent:concierge for user 3, approved by user 3 at " in line
     assert "→ 303" in line
+
+
+def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
+    session = f.session("3")
+    call = Call(tool="orders_id_cancel_post", args={"id": "8", "reason": "r"}, actor=AGENT,
+                session=session, call_id="durable-1")
+    with pytest.raises(ConfirmRequired) as info:
+        run(f.app, f.defs, call)
+    consent.decide(f.app, "3", info.value.approval_id, True)
+    run(f.app, f.defs, Call(**{**call.__dict__, "approval": info.value.approval_id}))
+    # Read through a second connection, without audit.flush(): nothing queued counts.
+    with sqlite3.connect(f.app.db.engine.url.database) as other:
+        rows = other.execute(
+            "SELECT status, approved_by FROM rastrillo_audit WHERE call_id = 'durable-1'"
+            " AND status IS NOT NULL"
+        ).fetchall()
+    assert rows == [(303, "3")]
 
 
 def test_latest_filters_by_user_and_limits(f):
