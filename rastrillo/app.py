@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -63,7 +63,8 @@ class Options:
     db: str = "app.db"
     """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
     secret: str | None = None
-    """A secret for the app's own use; read from ``RASTRILLO_SECRET`` when unset."""
+    """A secret for the app's own use (signing its own links, say). The framework
+    needs none: sessions and approvals are random ids kept in the database."""
     version: str = "dev"
     """Reported by ``GET /api/version``."""
     origin: str | None = None
@@ -143,10 +144,10 @@ class App:
         self._stack: ASGIApp = CSRFMiddleware(inner, self.origin)
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
-            "/api/version": self._version,
+            "/api/version": _get_only(self._version),
         }
         if options.next_due is not None or options.sidecar is not None:
-            self._endpoints["/api/next-due"] = next_due_endpoint(options, self.db)
+            self._endpoints["/api/next-due"] = _get_only(next_due_endpoint(options, self.db))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -216,6 +217,18 @@ def with_overrides(options: Options, **changes: Any) -> Options:
     return dataclasses.replace(options, **changes)
 
 
+def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    async def guarded(request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return PlainTextResponse(
+                "Method not allowed", status_code=405, headers={"Allow": "GET, HEAD"}
+            )
+        return await endpoint(request)
+
+    return guarded
+
+
+@_get_only
 async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 

@@ -54,6 +54,8 @@ def test_serves_on_addr_with_health_and_version(app_dir, serve):
         health = c.get("/healthz")
         assert (health.status_code, health.text) == (200, "ok")
         assert c.get("/api/version").json() == {"version": "1.2.3"}
+        assert c.post("/healthz").status_code == 405
+        assert c.delete("/api/version").status_code == 405
         assert c.get("/missing").status_code == 404
         assert c.post("/", headers={"Origin": server.base_url}).status_code == 405
     assert server.stop() == 0

@@ -58,7 +58,11 @@ def unix_seconds(instant: datetime | None) -> int:
 
 
 def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint: ``Options.next_due`` when set, else the sidecar's recorded next due."""
+    """The endpoint: ``Options.next_due`` when set, else the sidecar's recorded next due.
+
+    The app mounts it only when one of the two is configured, and only for GET
+    and HEAD.
+    """
     provider = options.next_due
     sidecar = as_sidecar(options.sidecar)
 
@@ -73,12 +77,6 @@ def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awa
         return interpret(result, "Options.next_due")
 
     async def endpoint(request: Request) -> Response:
-        if provider is None and sidecar is None:
-            return PlainTextResponse("Not found", status_code=404)
-        if request.method not in ("GET", "HEAD"):
-            return PlainTextResponse(
-                "Method not allowed", status_code=405, headers={"Allow": "GET, HEAD"}
-            )
         if not bearer_matches(request.headers.get("authorization"), os.environ.get(TOKEN_ENV)):
             return PlainTextResponse(
                 "forbidden\n", status_code=403, headers={"X-Content-Type-Options": "nosniff"}
