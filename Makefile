@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   serve the tickets demo on SQLite at http://127.0.0.1:8000
-#   make test   run every test (lint and generate --check included)
+#   make test   run every test (lint, generate --check, PostgreSQL and Chromium included)
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -25,7 +25,8 @@ check: $(VENV)/.installed
 
 test: check
 	bash scripts/ensure-chromium
-	$(BIN)/pytest
+	bash scripts/ensure-postgres
+	bash scripts/with-postgres $(BIN)/pytest
 
 bench: $(VENV)/.installed
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -115,7 +115,6 @@ def build(tmp_path: Path, **options: Any) -> Fixture:
         tool("DELETE", "/notes/{id}", rastrillo.ToolWrite, {"id": "note"}, "Delete note {id}?"),
     ]
     options.setdefault("origin", "http://testserver.local")
-    opts = rastrillo.Options(
-        app_dir=tmp_path, db=str(tmp_path / "app.db"), routes=routes, tools=defs, **options
-    )
+    options.setdefault("db", str(tmp_path / "app.db"))
+    opts = rastrillo.Options(app_dir=tmp_path, routes=routes, tools=defs, **options)
     return Fixture(rastrillo.handler(opts), opts, defs, seen)

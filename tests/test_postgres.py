@@ -1,0 +1,114 @@
+"""The framework's own tables and guarantees on a real PostgreSQL server.
+
+`make test` runs these against a throwaway server (scripts/with-postgres sets
+RASTRILLO_TEST_POSTGRES_URL). Each test gets a database of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+import rastrillo
+from rastrillo.sessions import create_session, revoke_user
+from rastrillo.sessions.store import find_session
+from rastrillo.sidecar import Lease
+from rastrillo.storage import Database
+from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, audit, consent, dispatch
+from tests.tools._tools_app import build
+
+URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
+AGENT = rastrillo.Actor.agent("concierge")
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    base = os.environ.get(URL_ENV)
+    if not base:
+        if os.environ.get("CI"):
+            pytest.fail(f"{URL_ENV} is not set: run the tests with `make test`")
+        pytest.skip(f"no PostgreSQL: set {URL_ENV} or run `make test`")
+    name = f"t_{secrets.token_hex(6)}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_framework_tables_and_migrations_apply_once(pg_url, tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_notes.sql").write_text(
+        "CREATE TABLE notes (id SERIAL PRIMARY KEY, body TEXT NOT NULL);\n"
+        "INSERT INTO notes (body) VALUES ('first');\n"
+    )
+    db = Database(pg_url)
+    db.open(migrations)
+    Database(pg_url).open(migrations)  # a second process starting: nothing applied twice
+    assert [r.body for r in db.query("SELECT body FROM notes")] == ["first"]
+    tables = {r.tablename for r in db.query("SELECT tablename FROM pg_tables")}
+    assert {"rastrillo_sessions", "rastrillo_audit", "rastrillo_migrations"} <= tables
+    db.dispose()
+
+
+def test_sessions_find_and_revoke(pg_url):
+    db = Database(pg_url)
+    db.open()
+    first, second = create_session(db, "7"), create_session(db, 7)
+    assert find_session(db, first).user_id == "7"
+    assert find_session(db, "not-a-session") is None
+    assert revoke_user(db, "7") == 2
+    assert find_session(db, second) is None
+    db.dispose()
+
+
+def test_one_lease_holder_at_a_time(pg_url):
+    db = Database(pg_url)
+    db.open()
+    leases = [Lease(Database(pg_url), "default", ttl=30) for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        held = list(pool.map(lambda lease: lease.acquire(), leases))
+    assert held.count(True) == 1
+    winner = leases[held.index(True)]
+    winner.release()
+    assert leases[held.index(False)].acquire()
+    db.dispose()
+
+
+def test_an_approved_write_runs_once_of_50_and_is_audited(pg_url, tmp_path):
+    f = build(tmp_path, db=pg_url)
+    session = f.session("3")
+    call = Call(tool="orders_id_cancel_post", args={"id": "5", "reason": "r"}, actor=AGENT,
+                session=session)
+    with pytest.raises(ConfirmRequired) as info:
+        asyncio.run(dispatch(f.app, f.defs, call))
+    consent.decide(f.app, "3", info.value.approval_id, True)
+    approved = Call(**{**call.__dict__, "approval": info.value.approval_id})
+
+    def one(_: int) -> object:
+        try:
+            return asyncio.run(dispatch(f.app, f.defs, approved)).status
+        except ApprovalInvalid as exc:
+            return exc.reason
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(one, range(50)))
+    assert outcomes.count(303) == 1 and outcomes.count("used") == 49
+    assert len(f.ran("cancel")) == 1
+    ran = [r for r in audit.latest(f.app.db, limit=100) if r.status == 303]
+    assert len(ran) == 1 and ran[0].approved_by == "3"
+    f.app.db.dispose()
