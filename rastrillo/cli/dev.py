@@ -15,9 +15,7 @@ from watchfiles import DefaultFilter, watch
 
 from ..errors import GenerateError
 from ..generate import generate
-
-DEV_ENV = "RASTRILLO_DEV"
-"""Set to ``1`` in the served process; the app turns on dev-only pages (the console)."""
+from ..tools.console import DEV_ENV
 
 
 class _SourceFilter(DefaultFilter):

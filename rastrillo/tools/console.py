@@ -24,7 +24,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from rastrillo.actor import Actor, describe
-from rastrillo.cli.dev import DEV_ENV
 from rastrillo.context import Context
 from rastrillo.routing import Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["CONSOLE_PATH", "console_routes", "enabled"]
 
 CONSOLE_PATH = "/_rastrillo/console"
+DEV_ENV = "RASTRILLO_DEV"
+"""``rastrillo dev`` sets it to ``1`` in the process it serves: the console turns on."""
 DEFAULT_AGENT = "console"
 AUDIT_ROWS = 10
 _ARG = "arg."
