@@ -1,7 +1,7 @@
 """Rastrillo: a small web framework whose actions become tools an AI agent can call, safely."""
 
 from .actor import Actor, Approval
-from .app import Options, handler
+from .app import App, Options, handler
 from .context import Context
 from .errors import ConfigError, GenerateError, RastrilloError
 from .serve import run
@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Access",
     "Actor",
+    "App",
     "Approval",
     "ConfigError",
     "Context",
