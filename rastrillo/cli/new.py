@@ -19,5 +19,7 @@ def scaffold(target: Path) -> Path:
         raise RastrilloError(f"{target.name!r}: an app name is letters, digits and _")
     shutil.copytree(SCAFFOLD, target, ignore=shutil.ignore_patterns("__pycache__", "*.db*", "gen"))
     (target / "gitignore").rename(target / ".gitignore")
+    pyproject = target / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("__NAME__", target.name))
     generate(target)
     return target
