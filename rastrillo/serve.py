@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
@@ -94,8 +95,8 @@ def serve(options: Options, args: ServeArgs) -> int:
     """Serve with uvicorn until SIGTERM or SIGINT, letting requests in flight finish."""
     configure_logging()
     changes: dict[str, object] = {}
-    if args.db is not None:
-        changes["db"] = args.db
+    if args.db is not None:  # a path on the command line is relative to where it was typed
+        changes["db"] = args.db if "://" in args.db else str(Path(args.db).resolve())
     if options.origin is None and args.socket is None:
         changes["origin"] = options.resolved_origin(_origin_addr(args.host, args.port))
     app = handler(with_overrides(options, **changes))

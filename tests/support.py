@@ -62,15 +62,25 @@ def free_port() -> int:
 
 
 class Server:
-    """``python app.py ARGS`` in a child process, waited for until it answers."""
+    """``python app.py ARGS`` in a child process, waited for until it answers.
 
-    def __init__(self, app_dir: Path, args: list[str], base_url: str, uds: str | None = None):
+    It runs in the app folder, or from ``cwd`` as ``python <app folder>/app.py``.
+    """
+
+    def __init__(
+        self,
+        app_dir: Path,
+        args: list[str],
+        base_url: str,
+        uds: str | None = None,
+        cwd: Path | None = None,
+    ):
         self.base_url = base_url
         self.uds = uds
         self.log = app_dir / "server.log"
         self.process = subprocess.Popen(
-            [sys.executable, "app.py", *args],
-            cwd=app_dir,
+            [sys.executable, str(app_dir / "app.py"), *args],
+            cwd=cwd or app_dir,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

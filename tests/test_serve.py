@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from rastrillo import Options, run
-from tests.support import Server, write_app
+from tests.support import Server, free_port, write_app
 
 ACTIONS = {
     "index.GET.py": """
@@ -80,9 +80,18 @@ def test_db_flag_picks_the_sqlite_file(app_dir, serve, tmp_path):
     assert sqlite3.connect(db).execute("SELECT body FROM notes").fetchall() == [("hi",)]
 
 
-def test_serve_word_is_accepted(app_dir, tmp_path):
-    from tests.support import free_port
+def test_a_relative_db_path_is_relative_to_where_the_command_runs(app_dir, tmp_path):
+    port = free_port()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    server = Server(app_dir, ["--addr", f"127.0.0.1:{port}", "--db", "data/here.db"],
+                    f"http://127.0.0.1:{port}", cwd=elsewhere)
+    server.stop()
+    assert (elsewhere / "data" / "here.db").exists()
+    assert not (app_dir / "data").exists()
 
+
+def test_serve_word_is_accepted(app_dir, tmp_path):
     port = free_port()
     server = Server(app_dir, ["serve", "--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}")
     assert server.stop() == 0
