@@ -85,11 +85,6 @@ class Row:
     who: str
     approval: consent.ApprovalRecord | None
 
-    @property
-    def agent(self) -> str:
-        """The agent's name, to run the approved call as the same agent."""
-        return self.record.actor.removeprefix("agent:")
-
 
 def console_routes(app: App) -> list[Route]:
     """The console's routes, for the app's router (behind its CSRF and session middleware)."""
@@ -103,15 +98,25 @@ def console_routes(app: App) -> list[Route]:
         if not ctx.actor.human:  # only a person drives the console, never a tool call
             return ctx.not_found()
         form = ctx.form
-        tool = form.get("tool", "")
-        agent = form.get("agent", "").strip() or DEFAULT_AGENT
-        args = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
+        approval_id = form.get("approval") or None
+        if approval_id is None:
+            tool = form.get("tool", "")
+            agent = form.get("agent", "").strip() or DEFAULT_AGENT
+            args = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
+        else:
+            # Re-run an approved call exactly as it was proposed: taken from the
+            # approval itself, so no form encoding can change a byte of it.
+            proposed = consent.get(app.db, approval_id)
+            if proposed is None or proposed.user_id != ctx.user_id:
+                return ctx.not_found()
+            tool, args = proposed.tool, proposed.args
+            agent = proposed.actor.removeprefix("agent:")
         call = Call(
             tool=tool,
             args=args,
             actor=Actor.agent(agent),
             session=ctx.request.scope.get(SESSION_SCOPE_KEY),
-            approval=form.get("approval") or None,
+            approval=approval_id,
         )
         try:
             result = await dispatch(app, app.options.tools, call)

@@ -98,3 +98,20 @@ def test_a_refusal_is_shown_with_its_reason(tickets: TestApp) -> None:
         CONSOLE_PATH, data={"tool": "orders_id_get", "agent": "bad name", "arg.id": "1"}
     ).text
     assert "Refused: a tool call is made by a named agent" in page
+
+
+def test_an_approved_call_is_rerun_from_the_approval_itself(tickets: TestApp) -> None:
+    alice = tickets.client
+    tickets.sign_in(alice, 1)
+    proposal = {"tool": "events_id_buy_post", "agent": "console", "arg.id": "2",
+                "arg.quantity": "2\n"}  # a newline, which form encoding would turn into CRLF
+    page = alice.post(CONSOLE_PATH, data=proposal).text
+    found = re.search(r'href="(/_rastrillo/approvals/([\w-]+))"', page)
+    assert found is not None
+    alice.post(found[1], data={"decision": "approve"})
+    bob = tickets.browser()
+    tickets.sign_in(bob, 2)
+    assert bob.post(CONSOLE_PATH, data={"approval": found[2]}).status_code == 404
+    done = alice.post(CONSOLE_PATH, data={"approval": found[2], "format": "mcp"}).text
+    assert 'Status <strong class="status">201</strong>' in done
+    assert "agent:console for user 1, approved by user 1" in done
