@@ -7,8 +7,10 @@ build keeps serving until the next change fixes them.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from watchfiles import DefaultFilter, watch
@@ -66,9 +68,13 @@ class DevServer:
 def run_dev(app_dir: Path, addr: str) -> int:
     app_dir = app_dir.resolve()
     server = DevServer(app_dir, addr)
+    # SIGTERM (a process manager, `kill`) ends the watch like Ctrl+C does, and
+    # through the finally below, so the server it started never outlives it.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.rebuild()
     try:
-        for _changes in watch(app_dir, watch_filter=_SourceFilter()):
+        for _changes in watch(app_dir, watch_filter=_SourceFilter(), stop_event=stop):
             server.rebuild()
     finally:
         server.stop()

@@ -1,13 +1,13 @@
 """`rastrillo new` scaffolds an app that serves and passes its own tests; `dev` rebuilds."""
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from rastrillo.cli.main import main
 from tests.support import free_port
@@ -76,5 +76,6 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         _wait_for(base + "/hello", lambda r: r.text == "hello v2")
     finally:
         dev.terminate()
-        dev.wait(timeout=20)
-        shutil.rmtree(app_dir / "gen", ignore_errors=True)
+        assert dev.wait(timeout=20) == 0
+    with pytest.raises(httpx.TransportError):  # the server went with it
+        httpx.get(base + "/", timeout=2)
