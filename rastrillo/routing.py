@@ -41,10 +41,11 @@ class Route:
     path: str
     source: str
     handle: Handle = field(compare=False, repr=False)
+    is_async: bool = field(init=False, compare=False, repr=False)
+    """Whether ``handle`` is a coroutine function; decided once, not per request."""
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.handle)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handle))
 
 
 def is_action_part(name: str) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -176,6 +176,6 @@ def _sqlite_on_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[Mapping[str, Any]]:
-    """Rows as plain mappings, handy for templates and JSON."""
+def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[dict[str, Any]]:
+    """Rows as plain dicts, ready for a template or ``ctx.json``."""
     return [dict(r._mapping) for r in rows]

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from rastrillo import Context
 from rastrillo.sessions import hash_password
-from rastrillo.storage import Database
+from rastrillo.storage import Database, rows_as_dicts
 
 MAX_PER_ORDER = 10
 HOLD = timedelta(minutes=15)
@@ -79,7 +79,7 @@ def sign_in_page(ctx: Context, status: int = 200, **page: Any) -> Response:
 
 def list_events(db: Database) -> list[dict[str, Any]]:
     rows = db.query("SELECT * FROM events ORDER BY starts_at, id")
-    return [dict(r._mapping) for r in rows]
+    return rows_as_dicts(rows)
 
 
 def get_event(db: Database, event_id: str) -> dict[str, Any] | None:
@@ -94,7 +94,7 @@ def list_orders(db: Database, user_id: str) -> list[dict[str, Any]]:
         " WHERE orders.user_id = :user ORDER BY orders.id DESC",
         user=_int(user_id),
     )
-    return [dict(r._mapping) for r in rows]
+    return rows_as_dicts(rows)
 
 
 def get_order(db: Database, user_id: str, order_id: str) -> dict[str, Any] | None:
