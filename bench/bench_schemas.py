@@ -15,8 +15,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from rastrillo.registry.declare import ToolDef, ToolRead, ToolWrite
 from rastrillo.tools import FORMATS, schemas, schemas_json
-from rastrillo.tools.declare import ToolDef, ToolRead, ToolWrite
 
 TOOLS = 1_000
 REPEAT = 30

@@ -4,8 +4,8 @@ from .actor import Actor, Approval
 from .app import App, Options, handler
 from .context import Context
 from .errors import ConfigError, GenerateError, RastrilloError
+from .registry.declare import Access, Tool, ToolDef, ToolRead, ToolWrite
 from .serve import run
-from .tools.declare import Access, Tool, ToolDef, ToolRead, ToolWrite
 
 __version__ = "0.1.0"
 

@@ -34,13 +34,13 @@ from . import sessions
 from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
+from .pages import console
+from .pages.approvals import approval_routes
+from .registry.declare import ToolDef
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
 from .storage import Database
-from .tools import console
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
-from .tools.declare import ToolDef
-from .tools.pages import approval_routes
 
 log = logging.getLogger("rastrillo.app")
 

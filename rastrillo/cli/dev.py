@@ -17,7 +17,7 @@ from watchfiles import DefaultFilter, watch
 
 from ..errors import GenerateError
 from ..generate import generate
-from ..tools.console import DEV_ENV
+from ..pages.console import DEV_ENV
 
 
 class _SourceFilter(DefaultFilter):

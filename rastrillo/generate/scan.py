@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import Problem
+from ..registry.declare import ToolDef
 from ..routing import RouteFileError, is_action_part, route_for_file
-from ..tools.declare import ToolDef
 from .tools import check_registry, read_tool
 
 ACTIONS_DIR = "actions"

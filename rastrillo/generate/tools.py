@@ -3,7 +3,7 @@
 The action is never imported: generate must be safe to run on any checkout,
 and a declaration made only of literals is one a reviewer can read at a glance.
 Every rule holds for every provider at once, so the registry renders for all of
-them without renaming anything (see `rastrillo.tools.schemas`).
+them without renaming anything (see `rastrillo.registry.schemas`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rastrillo.errors import Problem
-from rastrillo.tools.confirm import placeholders
-from rastrillo.tools.declare import Access, ToolDef, tool_id
-from rastrillo.tools.schemas import WRITE_SUFFIX
+from rastrillo.registry.confirm import placeholders
+from rastrillo.registry.declare import Access, ToolDef, tool_id
+from rastrillo.registry.schemas import WRITE_SUFFIX
 
 __all__ = [
     "ARG_NAME",
@@ -150,7 +150,7 @@ def _dotted(node: ast.expr, imports: dict[str, str]) -> str | None:
         name = f"{base}.{node.attr}"
     else:
         return None
-    return name.replace("rastrillo.tools.declare.", "rastrillo.", 1)
+    return name.replace("rastrillo.registry.declare.", "rastrillo.", 1)
 
 
 def _string(node: ast.expr) -> str | None:
@@ -308,7 +308,7 @@ def render_tools_module(defs: list[ToolDef]) -> str:
     lines = [
         '"""The tool registry: every action that declares TOOL, sorted by id."""',
         "",
-        f"from rastrillo.tools.declare import {', '.join(['ToolDef', *access_names])}",
+        f"from rastrillo.registry.declare import {', '.join(['ToolDef', *access_names])}",
         "",
         *(["_TOOLS = (", *entries, ")"] if entries else ["_TOOLS = ()"]),
         "",

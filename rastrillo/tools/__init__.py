@@ -1,9 +1,8 @@
 """Agent-callable tools: the registry's schemas for each provider, the consent sentence,
 and dispatch of a model's call through the app, with consent and audit."""
 
-from rastrillo.tools.confirm import confirm_sentence
-from rastrillo.tools.dispatch import Call, Result, ToolCallMarker, dispatch, dispatch_sync
-from rastrillo.tools.errors import (
+from rastrillo.registry.confirm import confirm_sentence
+from rastrillo.registry.errors import (
     ApprovalInvalid,
     BadActor,
     BadArg,
@@ -13,7 +12,8 @@ from rastrillo.tools.errors import (
     UnknownArg,
     UnknownTool,
 )
-from rastrillo.tools.schemas import FORMATS, schemas, schemas_json
+from rastrillo.registry.schemas import FORMATS, schemas, schemas_json
+from rastrillo.tools.dispatch import Call, Result, ToolCallMarker, dispatch, dispatch_sync
 
 __all__ = [
     "FORMATS",

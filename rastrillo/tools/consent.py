@@ -3,7 +3,7 @@
 An approval is a row bound to the tool, the exact args, the sentence the human
 read, the agent and the user (with a digest over all of them), created pending
 when an agent proposes a write. The human decides it from their own browser
-session (the page in :mod:`rastrillo.tools.pages`, or the app's own page via
+session (the page in :mod:`rastrillo.pages.approvals`, or the app's own page via
 :func:`decide`); the dispatcher then redeems it once, atomically, for the
 identical call. The approval id is never a flag a model can set: it is a
 random id (192 bits) that only a human's decision makes usable.
@@ -23,9 +23,9 @@ from sqlalchemy import Column, DateTime, String, Table, Text, select, update
 
 from rastrillo.actor import Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.registry.errors import ApprovalInvalid, ToolError
 from rastrillo.storage import METADATA, Database
 from rastrillo.tools.audit import as_utc
-from rastrillo.tools.errors import ApprovalInvalid, ToolError
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -1,7 +1,7 @@
 """Dispatch: a model-proposed tool call, checked, then sent through the app's own ASGI app.
 
 The call is validated against the registry in a fixed order, each refusal a
-:class:`~rastrillo.tools.errors.ToolError` raised before the app sees
+:class:`~rastrillo.registry.errors.ToolError` raised before the app sees
 anything. What passes becomes one ordinary HTTP request built straight into an
 ASGI scope (no HTTP client in between): method and path from the registry,
 each path parameter percent-encoded as one segment, the other args in the
@@ -32,13 +32,9 @@ from starlette.types import Message
 
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
-from rastrillo.routing import path_params
-from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import Session, find_session
-from rastrillo.tools import audit, consent
-from rastrillo.tools.confirm import confirm_sentence
-from rastrillo.tools.declare import Access, ToolDef
-from rastrillo.tools.errors import (
+from rastrillo.registry.confirm import confirm_sentence
+from rastrillo.registry.declare import Access, ToolDef
+from rastrillo.registry.errors import (
     BadActor,
     BadArg,
     ConfirmRequired,
@@ -47,6 +43,10 @@ from rastrillo.tools.errors import (
     UnknownArg,
     UnknownTool,
 )
+from rastrillo.routing import path_params
+from rastrillo.sessions import cookie_name
+from rastrillo.sessions.store import Session, find_session
+from rastrillo.tools import audit, consent
 
 if TYPE_CHECKING:
     from rastrillo.app import App

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rastrillo.errors import Problem
 from rastrillo.generate.tools import check_registry, read_tool, render_tools_module
-from rastrillo.tools.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
 
 SOURCE = "actions/orders/[id]/cancel.POST.py"
 CANCEL = ("POST", "/orders/{id}/cancel")
@@ -92,8 +92,8 @@ def test_never_imports_the_action() -> None:
         ("from rastrillo import Access, Tool", "Tool", "Access.READ"),
         ("import rastrillo as r", "r.Tool", "r.ToolRead"),
         ("from rastrillo import Tool as T, ToolRead as R", "T", "R"),
-        ("from rastrillo.tools.declare import Tool, ToolRead", "Tool", "ToolRead"),
-        ("from rastrillo.tools import declare", "declare.Tool", "declare.ToolRead"),
+        ("from rastrillo.registry.declare import Tool, ToolRead", "Tool", "ToolRead"),
+        ("from rastrillo.registry import declare", "declare.Tool", "declare.ToolRead"),
     ],
 )
 def test_accepted_spellings(imports: str, tool: str, access: str) -> None:

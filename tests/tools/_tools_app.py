@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import rastrillo
+from rastrillo.registry.declare import ToolDef, tool_id
 from rastrillo.routing import Route
 from rastrillo.sessions import create_session, require
-from rastrillo.tools.declare import ToolDef, tool_id
 
 CANCEL = "Cancel order {id}? Its tickets go back on sale."
 

@@ -2,7 +2,7 @@
 # ruff: noqa: E501
 """The tool registry: every action that declares TOOL, sorted by id."""
 
-from rastrillo.tools.declare import ToolDef, ToolRead, ToolWrite
+from rastrillo.registry.declare import ToolDef, ToolRead, ToolWrite
 
 _TOOLS = (
     ToolDef(

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rastrillo.tools.declare import Access, ToolDef
+from rastrillo.registry.declare import Access, ToolDef
 
 __all__ = ["FORMATS", "WRITE_SUFFIX", "schemas", "schemas_json"]
 

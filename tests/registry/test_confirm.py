@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rastrillo.registry.confirm import placeholders
+from rastrillo.registry.declare import Tool, ToolDef, ToolWrite
 from rastrillo.tools import confirm_sentence
-from rastrillo.tools.confirm import placeholders
-from rastrillo.tools.declare import Tool, ToolDef, ToolWrite
 
 
 def sentence(template: str, args: dict[str, str]) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rastrillo.pages.console import CONSOLE_PATH
 from rastrillo.testing import TestApp
-from rastrillo.tools.console import CONSOLE_PATH
 
 TICKETS = Path(__file__).resolve().parents[2] / "examples" / "tickets"
 

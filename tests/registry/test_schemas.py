@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rastrillo.generate.tools import read_tool
+from rastrillo.registry.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
 from rastrillo.tools import FORMATS, schemas, schemas_json
-from rastrillo.tools.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
 
 CANCEL = ToolDef(
     id="orders_id_cancel_post",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rastrillo.tools.declare import Access, ArgMap, Tool, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.declare import Access, ArgMap, Tool, ToolDef, ToolRead, ToolWrite, tool_id
 
 
 def make_def(**changes: object) -> ToolDef:

@@ -25,12 +25,12 @@ from starlette.responses import Response
 
 from rastrillo.actor import Actor, describe
 from rastrillo.context import Context
+from rastrillo.registry.errors import ConfirmRequired, ToolError
+from rastrillo.registry.schemas import FORMATS, schemas
 from rastrillo.routing import Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require
 from rastrillo.tools import audit, consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
-from rastrillo.tools.errors import ConfirmRequired, ToolError
-from rastrillo.tools.schemas import FORMATS, schemas
 
 if TYPE_CHECKING:
     from rastrillo.app import App, Options
@@ -44,7 +44,7 @@ DEFAULT_AGENT = "console"
 AUDIT_ROWS = 10
 _ARG = "arg."
 """Form fields named ``arg.<name>`` are the call's args; the rest drive the console."""
-_SOURCE = "rastrillo/tools/console.py"
+_SOURCE = "rastrillo/pages/console.py"
 
 
 def enabled(options: Options) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from rastrillo.tools.declare import Tool, ToolDef
+from rastrillo.registry.declare import Tool, ToolDef
 
 __all__ = ["PLACEHOLDER", "confirm_sentence", "placeholders"]
 

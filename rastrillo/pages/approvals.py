@@ -15,10 +15,10 @@ import contextlib
 from starlette.responses import Response
 
 from rastrillo.context import Context
+from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.routing import Route
 from rastrillo.sessions import require
 from rastrillo.tools import consent
-from rastrillo.tools.errors import ApprovalInvalid
 
 __all__ = ["approval_routes"]
 
@@ -64,6 +64,6 @@ def _own(ctx: Context) -> consent.ApprovalRecord | None:
 def approval_routes() -> list[Route]:
     """The approval page's routes, added to every app's router."""
     return [
-        Route("GET", _PATH, "rastrillo/tools/pages.py", show),
-        Route("POST", _PATH, "rastrillo/tools/pages.py", decide),
+        Route("GET", _PATH, "rastrillo/pages/approvals.py", show),
+        Route("POST", _PATH, "rastrillo/pages/approvals.py", decide),
     ]

@@ -1,0 +1,1 @@
+"""The framework's own pages: the approval page and the tool console."""
