@@ -4,7 +4,8 @@ from .actor import Actor, Approval
 from .app import App, Options, handler
 from .context import Context
 from .errors import ConfigError, GenerateError, RastrilloError
-from .registry.declare import Access, Tool, ToolDef, ToolRead, ToolWrite
+from .registry.declare import Access, Arg, Tool, ToolDef, ToolRead, ToolWrite
+from .registry.validate import ArgError
 from .serve import run
 
 __version__ = "0.1.0"
@@ -14,6 +15,8 @@ __all__ = [
     "Actor",
     "App",
     "Approval",
+    "Arg",
+    "ArgError",
     "ConfigError",
     "Context",
     "GenerateError",

@@ -37,6 +37,7 @@ from .errors import ConfigError
 from .pages import console
 from .pages.approvals import approval_routes
 from .registry.declare import ToolDef
+from .registry.validate import ArgError
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
 from .storage import Database
@@ -128,6 +129,7 @@ class App:
             framework_routes += console.console_routes(self)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
+        self._tools = {(defn.method, defn.path): defn for defn in options.tools}
         self._static = _static_files(options.app_dir / "static")
         inner: ASGIApp = self._route
         if options.wrap is not None:
@@ -189,13 +191,16 @@ class App:
         ).startswith(_FORM_TYPES):
             parsed = await request.form()
             form = {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
-        ctx = Context(self, request, match.params, form)
         route = match.route
+        tool = self._tools.get((route.method, route.path))
+        ctx = Context(self, request, match.params, form, tool)
         try:
             if route.is_async:
                 response = await route.handle(ctx)
             else:
                 response = await run_in_threadpool(route.handle, ctx)
+        except ArgError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
         except Exception:
             log.exception("%s %s (%s) raised", route.method, route.path, route.source)
             return PlainTextResponse("Internal Server Error", status_code=500)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import QueryParams
@@ -10,6 +11,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .actor import Actor
+from .errors import ConfigError
+from .registry.declare import ArgValue, ToolDef
+from .registry.validate import read_args
 
 if TYPE_CHECKING:
     from .app import App, Options
@@ -31,7 +35,7 @@ class Context:
     A new ``Context`` is made for every request and belongs to it alone.
     """
 
-    __slots__ = ("_app", "actor", "form", "params", "request", "user_id")
+    __slots__ = ("_app", "_args", "_tool", "actor", "form", "params", "request", "user_id")
 
     def __init__(
         self,
@@ -39,8 +43,11 @@ class Context:
         request: Request,
         params: dict[str, str],
         form: Mapping[str, str],
+        tool: ToolDef | None = None,
     ) -> None:
         self._app = app
+        self._tool = tool
+        self._args: Mapping[str, ArgValue | None] | None = None
         self.request = request
         self.params = params
         self.form = form
@@ -62,6 +69,34 @@ class Context:
     @property
     def query(self) -> QueryParams:
         return self.request.query_params
+
+    @property
+    def args(self) -> Mapping[str, ArgValue | None]:
+        """The action's declared args, typed and validated from this request.
+
+        Read from the path, then the query string for GET and HEAD or the form
+        body otherwise, by the same declaration dispatch checks a tool call
+        against: a browser form and a tool call get the same validation. An
+        optional arg that is absent or empty is None. Raises
+        ``rastrillo.ArgError`` (``.errors``: arg → problem) naming every bad
+        arg; left uncaught, the app answers 400 with that message.
+        """
+        if self._args is None:
+            if self._tool is None:
+                raise ConfigError(
+                    "ctx.args reads the args a TOOL declares, and this action declares none"
+                )
+            if self.request.method in ("GET", "HEAD"):
+                source: Mapping[str, str] = self.request.query_params
+            else:
+                source = self.form
+            params = self.params
+
+            def text_of(name: str) -> str | None:
+                return params[name] if name in params else source.get(name)
+
+            self._args = MappingProxyType(read_args(self._tool.args, text_of))
+        return self._args
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         """A named value from the path, then the form body, then the query string."""

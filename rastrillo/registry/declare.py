@@ -6,12 +6,27 @@ be cached, diffed and shared between requests without defensive copies.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 
-__all__ = ["Access", "ArgMap", "Tool", "ToolDef", "ToolRead", "ToolWrite", "tool_id"]
+__all__ = [
+    "ARG_TYPES",
+    "Access",
+    "Arg",
+    "ArgMap",
+    "ArgType",
+    "ArgValue",
+    "Tool",
+    "ToolDef",
+    "ToolRead",
+    "ToolWrite",
+    "arg_problems",
+    "tool_id",
+    "type_name",
+]
 
 
 class Access(StrEnum):
@@ -25,19 +40,211 @@ ToolRead = Access.READ
 ToolWrite = Access.WRITE
 
 
-class ArgMap(Mapping[str, str]):
-    """A read-only, hashable mapping of arg name → description, kept sorted by name.
+ArgType = type[str] | type[int] | type[float] | type[bool]
+"""The Python types an arg may declare: its JSON type is string, integer, number or boolean."""
+ArgValue = str | int | float | bool
+"""A value an arg takes, as JSON gives it (a `float` arg also takes an integer)."""
+
+ARG_TYPES: tuple[ArgType, ...] = (str, int, float, bool)
+_NUMBERS = (int, float)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One declared argument: its description for the model, its type and its constraints.
+
+    `rastrillo.Arg("how many tickets", type=int, minimum=1, maximum=10)`. A plain
+    string in `args` means `Arg(that_string)`: a required string. Bounds are
+    inclusive; `pattern` is searched (not anchored), as JSON Schema's `pattern`
+    is; lengths count characters. An inconsistent declaration (see
+    `arg_problems`) raises `ValueError`, so every `Arg` that exists is valid.
+    """
+
+    description: str
+    _: KW_ONLY
+    type: ArgType = str
+    required: bool = True
+    choices: tuple[ArgValue, ...] | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    constraints: tuple[tuple[str, object], ...] = field(
+        init=False, repr=False, compare=False, default=()
+    )
+    """The constraint fields set (choices, bounds, lengths, pattern), in declaration order."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.choices, list):
+            object.__setattr__(self, "choices", tuple(self.choices))
+        constraints = tuple((n, v) for n in _KEYWORDS[2:] if (v := getattr(self, n)) is not None)
+        object.__setattr__(self, "constraints", constraints)
+        problems = arg_problems(
+            type=self.type,
+            required=self.required,
+            choices=self.choices,
+            minimum=self.minimum,
+            maximum=self.maximum,
+            min_length=self.min_length,
+            max_length=self.max_length,
+            pattern=self.pattern,
+        )
+        if not isinstance(self.description, str):
+            problems.insert(0, ("description", "description must be a string"))
+        if problems:
+            raise ValueError("; ".join(message for _, message in problems))
+
+    @property
+    def plain(self) -> bool:
+        """A required string with no constraint: what a plain description declares."""
+        return not self.declared()
+
+    def declared(self) -> list[tuple[str, object]]:
+        """The keyword arguments that differ from the defaults, in declaration order."""
+        return [
+            (name, value) for name in _KEYWORDS if (value := getattr(self, name)) != _DEFAULTS[name]
+        ]
+
+    def __repr__(self) -> str:
+        shown = [repr(self.description)]
+        for name, value in self.declared():
+            shown.append(f"{name}={type_name(value) if name == 'type' else repr(value)}")
+        return f"Arg({', '.join(shown)})"
+
+
+_KEYWORDS = (
+    "type",
+    "required",
+    "choices",
+    "minimum",
+    "maximum",
+    "min_length",
+    "max_length",
+    "pattern",
+)
+_DEFAULTS: dict[str, object] = {"type": str, "required": True} | dict.fromkeys(_KEYWORDS[2:])
+
+
+def type_name(kind: object) -> str:
+    """`int` for the type `int`: how a declaration names it."""
+    return getattr(kind, "__name__", repr(kind))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, _NUMBERS) and not isinstance(value, bool)
+
+
+def _is_finite(value: object) -> bool:
+    return _is_number(value) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _fits(kind: object, value: object) -> bool:
+    """Whether a literal `value` is of the declared type (an int is also a float)."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return _is_finite(value)
+    return isinstance(value, str)
+
+
+def arg_problems(
+    *,
+    type: object = str,
+    required: object = True,
+    choices: object = None,
+    minimum: object = None,
+    maximum: object = None,
+    min_length: object = None,
+    max_length: object = None,
+    pattern: object = None,
+) -> list[tuple[str, str]]:
+    """Every inconsistency of one arg's declaration, as (field, message) pairs.
+
+    The one place the rules live: `Arg` raises on them, and generate reports them
+    with the file and line of the declaration.
+    """
+    problems: list[tuple[str, str]] = []
+    if type not in ARG_TYPES:
+        problems.append(("type", f"type must be str, int, float or bool, not {type_name(type)}"))
+        return problems
+    name = type_name(type)
+    if not isinstance(required, bool):
+        problems.append(("required", "required must be True or False"))
+    number = type in _NUMBERS
+    for field_name, bound in (("minimum", minimum), ("maximum", maximum)):
+        if bound is None:
+            continue
+        if not number:
+            problems.append(
+                (field_name, f"{field_name} applies to an int or float arg, not {name}")
+            )
+        elif not _fits(type, bound):
+            problems.append((field_name, f"{field_name} must be a finite {name}"))
+    if _fits(type, minimum) and _fits(type, maximum) and minimum > maximum:  # type: ignore[operator]
+        problems.append(("minimum", f"minimum {minimum!r} is greater than maximum {maximum!r}"))
+    for field_name, length in (("min_length", min_length), ("max_length", max_length)):
+        if length is None:
+            continue
+        if type is not str:
+            problems.append((field_name, f"{field_name} applies to a str arg, not {name}"))
+        elif not (isinstance(length, int) and not isinstance(length, bool) and length >= 0):
+            problems.append((field_name, f"{field_name} must be a whole number, 0 or more"))
+    lengths_ok = all(
+        isinstance(n, int) and not isinstance(n, bool) for n in (min_length, max_length)
+    )
+    if lengths_ok and min_length > max_length:  # type: ignore[operator]
+        problems.append(
+            ("min_length", f"min_length {min_length} is greater than max_length {max_length}")
+        )
+    if pattern is not None:
+        if type is not str:
+            problems.append(("pattern", f"pattern applies to a str arg, not {name}"))
+        elif not isinstance(pattern, str):
+            problems.append(("pattern", "pattern must be a string"))
+        else:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.append(("pattern", f"pattern does not compile: {exc}"))
+    if choices is not None:
+        problems.extend(_choice_problems(type, choices))
+    return problems
+
+
+def _choice_problems(kind: ArgType, choices: object) -> list[tuple[str, str]]:
+    if not isinstance(choices, list | tuple) or not choices:
+        return [("choices", "choices must be a non-empty list")]
+    wrong = [c for c in choices if not _fits(kind, c)]
+    if wrong:
+        return [("choices", f"choices must all be {type_name(kind)}: {wrong[0]!r} is not")]
+    seen: list[object] = []
+    for choice in choices:
+        if choice in seen:
+            return [("choices", f"choice {choice!r} is repeated")]
+        seen.append(choice)
+    return []
+
+
+class ArgMap(Mapping[str, Arg]):
+    """A read-only, hashable mapping of arg name → `Arg`, kept sorted by name.
 
     Sorted so that iteration (and so every rendered schema) does not depend on
-    the order the author wrote the args in.
+    the order the author wrote the args in. A plain string value becomes
+    `Arg(that_string)`.
     """
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: Mapping[str, str] | None = None) -> None:
-        self._items = dict(sorted((items or {}).items()))
+    def __init__(self, items: Mapping[str, Arg | str] | None = None) -> None:
+        self._items = {
+            name: arg if isinstance(arg, Arg) else Arg(arg)
+            for name, arg in sorted((items or {}).items())
+        }
 
-    def __getitem__(self, key: str) -> str:
+    def __getitem__(self, key: str) -> Arg:
         return self._items[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -48,7 +255,7 @@ class ArgMap(Mapping[str, str]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
-            return self._items == dict(other.items())
+            return self._items == dict(ArgMap(other).items())
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -67,14 +274,15 @@ def _freeze_args(obj: Tool | ToolDef) -> None:
 class Tool:
     """The `TOOL = rastrillo.Tool(...)` an action file declares next to `handle`.
 
-    `args` maps each argument's name to a description for the model; every
-    `{param}` of the route must be one of them. `confirm` is the sentence a
-    human approves before a write runs, with `{arg}` placeholders.
+    `args` maps each argument's name to a description for the model (a required
+    string) or an `Arg`; every `{param}` of the route must be one of them.
+    `confirm` is the sentence a human approves before a write runs, with `{arg}`
+    placeholders.
     """
 
     description: str
     access: Access = ToolRead
-    args: Mapping[str, str] = field(default_factory=ArgMap)
+    args: Mapping[str, Arg | str] = field(default_factory=ArgMap)
     confirm: str = ""
 
     def __post_init__(self) -> None:
@@ -94,7 +302,7 @@ class ToolDef:
     path: str
     description: str
     access: Access = ToolRead
-    args: Mapping[str, str] = field(default_factory=ArgMap)
+    args: Mapping[str, Arg | str] = field(default_factory=ArgMap)
     confirm: str = ""
     source: str = ""
 

@@ -48,16 +48,17 @@ class UnknownArg(ToolError):
 
 
 class MissingArg(ToolError):
-    """The call leaves out args the tool declares; every arg is required."""
+    """The call leaves out args the tool requires."""
 
     def __init__(self, tool: str, names: Iterable[str]) -> None:
         self.names = sorted(names)
         listed = ", ".join(repr(n) for n in self.names)
-        super().__init__(f"tool {tool!r} needs the arg {listed}; every arg is required")
+        super().__init__(f"tool {tool!r} needs the arg {listed}; it is required")
 
 
 class BadArg(ToolError):
-    """An arg value the app must never receive: not a string, or unsafe characters."""
+    """An arg value the app must never receive: not of the declared type, outside its
+    choices or bounds, or with unsafe characters. The message says what the arg expects."""
 
     def __init__(self, tool: str, name: str, problem: str) -> None:
         self.name = name

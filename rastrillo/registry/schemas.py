@@ -1,10 +1,15 @@
 """Render the tool registry in each model provider's tool format.
 
-Every arg is a required string and no other key is accepted, which is at once
-what the HTTP form layer carries and what OpenAI's strict mode demands; the
-rules generate enforces (section 3 of the contract) keep names, keys and
-descriptions inside every provider's limits, so one registry renders for all.
-Each call builds fresh dicts: callers may change the result freely.
+Each arg is a JSON `string`, `integer`, `number` or `boolean` with its choices
+as `enum` and its bounds as `minimum`, `maximum`, `minLength`, `maxLength` and
+`pattern` where the provider's schema subset has the keyword; a constraint it
+lacks is written into the arg's description instead (dispatch enforces every
+constraint all the same). No key beyond the declared args is accepted. An
+optional arg is left out of `required`, except in OpenAI's strict formats,
+where every property is required and an optional one may be `null`. The rules
+generate enforces keep names, keys and descriptions inside every provider's
+limits, so one registry renders for all. Each call builds fresh dicts:
+callers may change the result freely.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rastrillo.registry.declare import Access, ToolDef
+from rastrillo.registry.declare import Access, Arg, ToolDef
+from rastrillo.registry.validate import phrases
 
 __all__ = ["FORMATS", "WRITE_SUFFIX", "schemas", "schemas_json"]
 
@@ -27,15 +33,84 @@ def _description(defn: ToolDef) -> str:
     return defn.description + WRITE_SUFFIX if defn.access is Access.WRITE else defn.description
 
 
-def _properties(defn: ToolDef) -> Schema:
-    return {name: {"type": "string", "description": text} for name, text in defn.args.items()}
+_JSON_TYPE = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_KEYWORDS = {
+    "minimum": "minimum",
+    "maximum": "maximum",
+    "min_length": "minLength",
+    "max_length": "maxLength",
+    "pattern": "pattern",
+}
+_ALL = frozenset(["choices", *_KEYWORDS])
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def _openai_native(arg: Arg) -> frozenset[str]:
+    """Strict mode's subset: no string lengths, and a `pattern` without lookaround."""
+    native = {"choices", "minimum", "maximum"}
+    if arg.pattern is not None and not any(t in arg.pattern for t in _LOOKAROUND):
+        native.add("pattern")
+    return frozenset(native)
+
+
+def _gemini_native(arg: Arg) -> frozenset[str]:
+    """Gemini's OpenAPI subset: every bound, but an `enum` of strings only."""
+    return _ALL if arg.type is str else _ALL - {"choices"}
+
+
+def _everything(arg: Arg) -> frozenset[str]:
+    return _ALL
+
+
+def _property(
+    arg: Arg, native: Callable[[Arg], frozenset[str]], *, nullable: bool = False
+) -> Schema:
+    """One arg's schema: its type, the constraints the format carries, the rest in words."""
+    json_type: str | list[str] = _JSON_TYPE[arg.type]
+    if nullable:
+        json_type = [json_type, "null"]
+    if not arg.constraints:
+        return {"type": json_type, "description": arg.description}
+    kinds = native(arg)
+    prop: Schema = {"type": json_type, "description": arg.description}
+    described = []
+    for field_name, value in arg.constraints:
+        if field_name not in kinds:
+            described.append(field_name)
+        elif field_name == "choices":
+            prop["enum"] = [*value, None] if nullable else list(value)  # type: ignore[call-overload]
+        else:
+            prop[_KEYWORDS[field_name]] = value
+    if described:
+        words = "; ".join(phrases(arg, described))
+        prop["description"] = f"{arg.description} ({words})" if arg.description else words
+    return prop
 
 
 def _input_schema(defn: ToolDef) -> Schema:
-    """JSON Schema for the args, valid in OpenAI strict mode: all required, nothing else."""
-    schema: Schema = {"type": "object", "properties": _properties(defn)}
+    """JSON Schema for the args: optional args left out of `required`, nothing else allowed."""
+    schema: Schema = {
+        "type": "object",
+        "properties": {name: _property(arg, _everything) for name, arg in defn.args.items()},
+    }
+    required = [name for name, arg in defn.args.items() if arg.required]  # ArgMap iterates sorted
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _strict_schema(defn: ToolDef) -> Schema:
+    """OpenAI strict mode: every property required, an optional one nullable."""
+    schema: Schema = {
+        "type": "object",
+        "properties": {
+            name: _property(arg, _openai_native, nullable=not arg.required)
+            for name, arg in defn.args.items()
+        },
+    }
     if defn.args:
-        schema["required"] = list(defn.args)  # ArgMap iterates sorted
+        schema["required"] = list(defn.args)
     schema["additionalProperties"] = False
     return schema
 
@@ -50,7 +125,7 @@ def _openai(defn: ToolDef) -> Schema:
         "function": {
             "name": defn.id,
             "description": _description(defn),
-            "parameters": _input_schema(defn),
+            "parameters": _strict_schema(defn),
             "strict": True,
         },
     }
@@ -61,7 +136,7 @@ def _openai_responses(defn: ToolDef) -> Schema:
         "type": "function",
         "name": defn.id,
         "description": _description(defn),
-        "parameters": _input_schema(defn),
+        "parameters": _strict_schema(defn),
         "strict": True,
     }
 
@@ -70,15 +145,23 @@ def _gemini(defn: ToolDef) -> Schema:
     """A function declaration in Gemini's OpenAPI 3.0 subset.
 
     Gemini refuses `additionalProperties` (unknown field) and an object schema
-    with no properties, so a tool without args has no `parameters` at all.
+    with no properties, so a tool without args has no `parameters` at all. Its
+    `enum` holds strings only, with `format: enum`; other choices are written
+    into the description.
     """
     declaration: Schema = {"name": defn.id, "description": _description(defn)}
     if defn.args:
-        declaration["parameters"] = {
-            "type": "object",
-            "properties": _properties(defn),
-            "required": list(defn.args),
-        }
+        properties = {}
+        for name, arg in defn.args.items():
+            prop = _property(arg, _gemini_native)
+            if "enum" in prop:
+                prop = {"type": prop.pop("type"), "format": "enum", **prop}
+            properties[name] = prop
+        parameters: Schema = {"type": "object", "properties": properties}
+        required = [name for name, arg in defn.args.items() if arg.required]
+        if required:
+            parameters["required"] = required
+        declaration["parameters"] = parameters
     return declaration
 
 

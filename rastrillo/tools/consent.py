@@ -23,7 +23,9 @@ from sqlalchemy import Column, DateTime, String, Table, Text, select, update
 
 from rastrillo.actor import Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.registry.declare import ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, ToolError
+from rastrillo.registry.validate import wire
 from rastrillo.storage import METADATA, Database
 from rastrillo.tools.audit import as_utc
 
@@ -72,7 +74,8 @@ class ApprovalRecord:
 
     id: str
     tool: str
-    args: dict[str, str]
+    args: dict[str, ArgValue]
+    """The canonical values as they run: JSON types kept, so `2` and `"2"` differ."""
     sentence: str
     actor: str
     user_id: str
@@ -99,10 +102,13 @@ class ApprovalRecord:
         return self.status
 
 
-def digest(tool: str, args: Mapping[str, str], actor: str, user_id: str, sentence: str) -> str:
-    """SHA-256 over a canonical encoding of everything an approval is bound to."""
+def digest(tool: str, args: Mapping[str, ArgValue], actor: str, user_id: str, sentence: str) -> str:
+    """SHA-256 over a canonical encoding of everything an approval is bound to.
+
+    The args enter as their wire texts, the very texts the call sends.
+    """
     payload = json.dumps(
-        [tool, dict(sorted(args.items())), actor, user_id, sentence],
+        [tool, _texts(args), actor, user_id, sentence],
         ensure_ascii=False,
         separators=(",", ":"),
     )
@@ -113,7 +119,7 @@ def request_approval(
     db: Database,
     *,
     tool: str,
-    args: Mapping[str, str],
+    args: Mapping[str, ArgValue],
     sentence: str,
     actor: str,
     user_id: str,
@@ -191,7 +197,7 @@ def redeem(
     approval_id: str,
     *,
     tool: str,
-    args: Mapping[str, str],
+    args: Mapping[str, ArgValue],
     actor: str,
     user_id: str,
     sentence: str,
@@ -209,7 +215,7 @@ def redeem(
         ("user", user_id, record.user_id),
         ("actor", actor, record.actor),
         ("tool", tool, record.tool),
-        ("args", dict(args), record.args),
+        ("args", _texts(args), _texts(record.args)),
     ):
         if ours != theirs:
             raise ApprovalInvalid(approval_id, reason)
@@ -234,6 +240,10 @@ def redeem(
         raise ApprovalInvalid(approval_id, "expired" if state == "approved" else state)
     assert record.decided_by is not None and record.decided_at is not None
     return Approval(id=approval_id, approved_by=record.decided_by, approved_at=record.decided_at)
+
+
+def _texts(args: Mapping[str, ArgValue]) -> dict[str, str]:
+    return {name: wire(value) for name, value in sorted(args.items())}
 
 
 def _deciding_user(source: Request | Context | str) -> str | None:

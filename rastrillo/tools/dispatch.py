@@ -33,7 +33,7 @@ from starlette.types import Message
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
-from rastrillo.registry.declare import Access, ToolDef
+from rastrillo.registry.declare import Access, ArgValue, ToolDef
 from rastrillo.registry.errors import (
     BadActor,
     BadArg,
@@ -43,6 +43,7 @@ from rastrillo.registry.errors import (
     UnknownArg,
     UnknownTool,
 )
+from rastrillo.registry.validate import Invalid, accept, wire
 from rastrillo.routing import path_params
 from rastrillo.sessions import cookie_name
 from rastrillo.sessions.store import Session, find_session
@@ -71,6 +72,8 @@ _SEQUENCE = itertools.count(1)
 class Call:
     """One tool call as a model proposed it, with who makes it and for whom.
 
+    ``args`` holds JSON values (a string, an integer, a number or a bool, as
+    each arg declares; ``None`` or absent for an optional arg left out).
     ``session`` is the session id (the session cookie's value) of the user the
     agent acts for; ``approval`` the id of the user's approval when re-calling
     a write; ``call_id`` the provider's tool-call id, kept in the audit log
@@ -78,7 +81,7 @@ class Call:
     """
 
     tool: str
-    args: Mapping[str, str] = field(default_factory=dict)
+    args: Mapping[str, Any] = field(default_factory=dict)
     actor: Actor
     session: str | None = None
     approval: str | None = None
@@ -138,15 +141,16 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     status: int | None = None
     refusal: str | None = None
     try:
-        defn = _check_args(defs, call)
+        defn, values = _check_args(defs, call)
         session = _check_actor(app, defn, call)
         user_id = session.user_id if session is not None else None
+        texts = {name: wire(value) for name, value in values.items()}
         if defn.access is Access.WRITE:
             assert user_id is not None
-            approval = _consent(app, defn, call, user_id)
+            approval = _consent(app, defn, call, values, texts, user_id)
         actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
         marker = ToolCallMarker(actor, call_id, approval, session)
-        result = await _run(app, defn, call, marker)
+        result = await _run(app, defn, texts, call.session, marker)
         status = result.status
         return result
     except ConfirmRequired as exc:
@@ -189,30 +193,41 @@ def dispatch_sync(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     return anyio.run(dispatch, app, defs, call)
 
 
-def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
-    """Steps 1-3: the tool exists; its args, exactly, with safe values."""
+def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str, ArgValue]]:
+    """Steps 1-3: the tool exists; its args, exactly, each a safe value of its declared type.
+
+    Returns the def and the canonical value of every arg that is sent (an
+    optional arg that is absent, ``None`` or ``""`` is not).
+    """
     defn = next((d for d in defs if d.id == call.tool), None)
     if defn is None:
         raise UnknownTool(str(call.tool), (d.id for d in defs))
     args = call.args
     if not isinstance(args, Mapping):
-        raise BadArg(defn.id, "*", "args must be a mapping of arg name to string value")
+        raise BadArg(defn.id, "*", "args must be a JSON object of arg name to value")
     extra = [str(k) for k in args if not isinstance(k, str) or k not in defn.args]
     if extra:
         raise UnknownArg(defn.id, extra, defn.args)
-    missing = [k for k in defn.args if k not in args]
+    missing = [name for name, arg in defn.args.items() if arg.required and name not in args]
     if missing:
         raise MissingArg(defn.id, missing)
     params = set(path_params(defn.path))
-    for name, value in sorted(args.items()):
-        if not isinstance(value, str):
-            raise BadArg(defn.id, name, f"must be a string, not {type(value).__name__}")
-        bad = _UNSAFE.search(value)
-        if bad is not None:
-            raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
+    values: dict[str, ArgValue] = {}
+    for name, arg in defn.args.items():
+        value = args.get(name)
+        if not arg.required and value in (None, ""):
+            continue
+        try:
+            values[name] = accept(arg, value)
+        except Invalid as exc:
+            raise BadArg(defn.id, name, str(exc)) from None
+        if isinstance(value, str):
+            bad = _UNSAFE.search(value)
+            if bad is not None:
+                raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
         if name in params and value in ("", ".", ".."):
             raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
-    return defn
+    return defn, values
 
 
 def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
@@ -243,15 +258,26 @@ def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
     return found
 
 
-def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
-    """Step 5: a write needs the user's approval of this exact call, used once."""
-    sentence = confirm_sentence(defn, call.args)
+def _consent(
+    app: App,
+    defn: ToolDef,
+    call: Call,
+    values: Mapping[str, ArgValue],
+    texts: Mapping[str, str],
+    user_id: str,
+) -> Approval:
+    """Step 5: a write needs the user's approval of this exact call, used once.
+
+    The sentence shows the values as they go on the wire, and the approval
+    binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run.
+    """
+    sentence = confirm_sentence(defn, texts)
     actor = str(call.actor)
     if call.approval is None:
         record = consent.request_approval(
             app.db,
             tool=defn.id,
-            args=call.args,
+            args=values,
             sentence=sentence,
             actor=actor,
             user_id=user_id,
@@ -262,25 +288,31 @@ def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
         app.db,
         str(call.approval),
         tool=defn.id,
-        args=call.args,
+        args=values,
         actor=actor,
         user_id=user_id,
         sentence=sentence,
     )
 
 
-async def _run(app: App, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
-    """Send one request through ``app`` and collect the response."""
+async def _run(
+    app: App,
+    defn: ToolDef,
+    texts: Mapping[str, str],
+    session: str | None,
+    marker: ToolCallMarker,
+) -> Result:
+    """Send one request, the args as their wire texts, through ``app``; collect the response."""
     params = set(path_params(defn.path))
     raw_path = "/".join(
-        quote(call.args[seg[1:-1]], safe="") if seg.startswith("{") else seg
+        quote(texts[seg[1:-1]], safe="") if seg.startswith("{") else seg
         for seg in defn.path.split("/")
     )
-    rest = urlencode(sorted((k, v) for k, v in call.args.items() if k not in params)).encode()
+    rest = urlencode(sorted((k, v) for k, v in texts.items() if k not in params)).encode()
     origin = urlsplit(app.origin)
     headers = [(b"host", origin.netloc.encode("idna"))]
-    if call.session is not None:
-        headers.append((b"cookie", f"{cookie_name(app.origin)}={call.session}".encode()))
+    if session is not None:
+        headers.append((b"cookie", f"{cookie_name(app.origin)}={session}".encode()))
     body = b""
     query = b""
     if defn.method in ("GET", "HEAD"):

@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rastrillo.registry.declare import Access, ArgMap, Tool, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.declare import (
+    Access,
+    Arg,
+    ArgMap,
+    Tool,
+    ToolDef,
+    ToolRead,
+    ToolWrite,
+    arg_problems,
+    tool_id,
+)
 
 
 def make_def(**changes: object) -> ToolDef:
@@ -56,7 +66,8 @@ def test_args_are_stored_immutably_and_sorted() -> None:
     source["extra"] = "changed after construction"
     assert isinstance(defn.args, ArgMap)
     assert list(defn.args) == ["id", "reason"]
-    assert dict(defn.args) == {"id": "the order id", "reason": "why"}
+    assert dict(defn.args) == {"id": Arg("the order id"), "reason": Arg("why")}
+    assert defn.args == {"id": "the order id", "reason": "why"}  # a plain string is Arg(it)
     with pytest.raises(TypeError):
         defn.args["id"] = "x"  # type: ignore[index]
 
@@ -75,7 +86,8 @@ def test_compared_and_hashed_by_value() -> None:
 def test_argmap_behaves_like_a_read_only_dict() -> None:
     args = ArgMap({"b": "2", "a": "1"})
     assert args == {"a": "1", "b": "2"} and args != {"a": "1"}
-    assert repr(args) == "{'a': '1', 'b': '2'}"
+    assert args == {"a": Arg("1"), "b": "2"} and args != {"a": "1", "b": Arg("2", type=int)}
+    assert repr(args) == "{'a': Arg('1'), 'b': Arg('2')}"
     assert args.get("c") is None and len(args) == 2
     assert ArgMap(args) == args and ArgMap() == {}
 
@@ -114,3 +126,73 @@ def test_tool_id_is_always_a_portable_name(method: str, path: str) -> None:
     assert re.fullmatch(r"[a-z][a-z0-9_]*", ident)
     assert "__" not in ident
     assert tool_id(method, path) == ident
+
+
+# --- Arg: typed, optional and constrained args --------------------------------------
+
+
+def test_a_plain_description_is_a_required_string() -> None:
+    arg = Arg("the order id")
+    assert (arg.type, arg.required, arg.choices) == (str, True, None)
+    assert arg.plain and arg.declared() == [] and arg.constraints == ()
+    assert not Arg("x", required=False).plain
+
+
+def test_arg_takes_its_description_then_keywords_only() -> None:
+    with pytest.raises(TypeError):
+        Arg("how many", int)  # type: ignore[misc]
+    arg = Arg("how many tickets", type=int, minimum=1, maximum=10)
+    assert repr(arg) == "Arg('how many tickets', type=int, minimum=1, maximum=10)"
+    assert arg.declared() == [("type", int), ("minimum", 1), ("maximum", 10)]
+    assert arg.constraints == (("minimum", 1), ("maximum", 10))
+
+
+def test_arg_choices_are_kept_as_a_tuple_and_hashable() -> None:
+    a = Arg("seat", choices=["aisle", "window"], required=False)
+    b = Arg("seat", choices=("aisle", "window"), required=False)
+    assert a == b and hash(a) == hash(b) and a.choices == ("aisle", "window")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.required = True  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"type": list}, "type must be str, int, float or bool, not list"),
+        ({"type": "int"}, "type must be str, int, float or bool"),
+        ({"required": "no"}, "required must be True or False"),
+        ({"choices": []}, "choices must be a non-empty list"),
+        ({"choices": "ab"}, "choices must be a non-empty list"),
+        ({"choices": ["a", "a"]}, "choice 'a' is repeated"),
+        ({"type": int, "choices": [1, "2"]}, "choices must all be int: '2' is not"),
+        ({"type": int, "choices": [1, True]}, "choices must all be int: True is not"),
+        ({"type": float, "choices": [1.0, 1]}, "choice 1 is repeated"),
+        ({"type": float, "choices": [float("nan")]}, "choices must all be float"),
+        ({"minimum": 1}, "minimum applies to an int or float arg, not str"),
+        ({"type": bool, "maximum": 1}, "maximum applies to an int or float arg, not bool"),
+        ({"type": int, "minimum": 1.5}, "minimum must be a finite int"),
+        ({"type": float, "maximum": float("inf")}, "maximum must be a finite float"),
+        ({"type": int, "minimum": 10, "maximum": 1}, "minimum 10 is greater than maximum 1"),
+        ({"type": int, "max_length": 3}, "max_length applies to a str arg, not int"),
+        ({"min_length": -1}, "min_length must be a whole number, 0 or more"),
+        ({"min_length": 5, "max_length": 2}, "min_length 5 is greater than max_length 2"),
+        ({"type": float, "pattern": "x"}, "pattern applies to a str arg, not float"),
+        ({"pattern": "("}, "pattern does not compile"),
+    ],
+)
+def test_inconsistent_declarations_are_refused(fields: dict[str, object], message: str) -> None:
+    assert any(message in text for _, text in arg_problems(**fields)), arg_problems(**fields)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Arg("x", **fields)  # type: ignore[arg-type]
+
+
+def test_every_problem_is_named_at_once() -> None:
+    problems = arg_problems(type=bool, minimum=1, max_length=2, pattern="x", choices=[])
+    assert [field for field, _ in problems] == ["minimum", "max_length", "pattern", "choices"]
+
+
+def test_tool_and_tooldef_take_args_of_arg() -> None:
+    quantity = Arg("how many", type=int, minimum=1, maximum=10)
+    tool = Tool(description="Buy.", access=ToolWrite, args={"q": quantity, "id": "event"})
+    assert tool.args["q"] is quantity and tool.args["id"] == Arg("event")
+    assert make_def(args={"id": "the order id", "n": quantity}).args["n"] == quantity

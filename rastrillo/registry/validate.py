@@ -1,0 +1,240 @@
+"""Arg values against their declaration: one set of rules for a tool call and a browser.
+
+A tool call brings JSON values (`accept`); a browser brings text from the path,
+the query or a form (`parse`, then the same `accept`). Either way the value must
+be of the declared type with no coercion (`"2"` is not an integer, `true` is
+not one either), one of the `choices`, within the inclusive bounds, of an
+allowed length, and matching `pattern` (searched, as JSON Schema does). Number
+text is parsed strictly: ASCII digits only, no spaces, underscores or signs
+other than a leading `-`. The canonical text of a value (`wire`) is what goes on
+the wire, into the confirm sentence and into the approval's digest.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+
+from rastrillo.errors import RastrilloError
+from rastrillo.registry.declare import Arg, ArgValue
+
+__all__ = [
+    "ArgError",
+    "Invalid",
+    "accept",
+    "expects",
+    "parse",
+    "parse_int",
+    "phrases",
+    "read_args",
+    "wire",
+    "wire_json",
+]
+
+_INT = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_MAX_DIGITS = 4000
+"""Longer number text is refused before conversion (Python refuses past 4300 digits)."""
+_SHOWN = 40
+"""How much of a refused value a message quotes."""
+
+
+class Invalid(ValueError):
+    """A value its arg does not accept; the message says what the arg expects."""
+
+
+class ArgError(RastrilloError):
+    """A request's args do not match the action's declaration; ``errors`` maps arg → problem.
+
+    Raised by ``ctx.args``. Left uncaught in ``handle``, the app answers 400
+    with ``str(error)``: one line per bad arg.
+    """
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(sorted(errors.items()))
+        super().__init__("\n".join(f"{name}: {problem}" for name, problem in self.errors.items()))
+
+
+_KINDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def expects(arg: Arg) -> str:
+    """What the arg takes, in words: `an integer from 1 to 10`, `one of "a", "b"`."""
+    if arg.choices is not None:
+        return phrases(arg, ["choices"])[0]
+    fields = [name for name, _ in arg.declared() if name in _CONSTRAINTS]
+    return " ".join([_KINDS[arg.type], *phrases(arg, fields)])
+
+
+_RANGES = (("minimum", "maximum", ""), ("min_length", "max_length", " characters"))
+_CONSTRAINTS = ("choices", "minimum", "maximum", "min_length", "max_length", "pattern")
+
+
+def phrases(arg: Arg, fields: list[str]) -> list[str]:
+    """The named constraints of `arg` in words, a bound pair as one phrase.
+
+    What a schema writes into a description when the provider lacks the keyword.
+    """
+    said: list[str] = []
+    for low_name, high_name, unit in _RANGES:
+        low = getattr(arg, low_name) if low_name in fields else None
+        high = getattr(arg, high_name) if high_name in fields else None
+        if low is not None and high is not None:
+            said.append(f"from {wire(low)} to {wire(high)}{unit}")
+        elif low is not None:
+            said.append(f"at least {wire(low)}{unit}")
+        elif high is not None:
+            said.append(f"at most {wire(high)}{unit}")
+    if "pattern" in fields and arg.pattern is not None:
+        said.append(f"matching the regular expression {arg.pattern}")
+    if "choices" in fields and arg.choices is not None:
+        said.insert(0, "one of " + ", ".join(wire_json(c) for c in arg.choices))
+    return said
+
+
+def accept(arg: Arg, value: object) -> ArgValue:
+    """`value` as a JSON value of the arg's type within its constraints; raises `Invalid`.
+
+    Returns the canonical value: a `float` arg's integer becomes a float.
+    """
+    kind = arg.type
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:
+            try:
+                value = float(value)  # type: ignore[arg-type]
+            except OverflowError:
+                ok = False
+            else:
+                ok = math.isfinite(value)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise Invalid(f"must be {expects(arg)}, not {_shown(value)}")
+    typed: ArgValue = value  # type: ignore[assignment]
+    if not _within(arg, typed):
+        raise Invalid(f"must be {expects(arg)}, not {_shown(typed)}")
+    return typed
+
+
+def _within(arg: Arg, value: ArgValue) -> bool:
+    if arg.choices is not None and value not in arg.choices:
+        return False
+    if arg.minimum is not None and value < arg.minimum:  # type: ignore[operator]
+        return False
+    if arg.maximum is not None and value > arg.maximum:  # type: ignore[operator]
+        return False
+    if isinstance(value, str):
+        if arg.min_length is not None and len(value) < arg.min_length:
+            return False
+        if arg.max_length is not None and len(value) > arg.max_length:
+            return False
+        if arg.pattern is not None and re.search(arg.pattern, value) is None:
+            return False
+    return True
+
+
+def parse(arg: Arg, text: str) -> ArgValue:
+    """The text of a path segment, query or form field as the arg's value; raises `Invalid`.
+
+    The exact inverse of `wire` for every value it produces; a bool also
+    takes `on`, what an HTML checkbox without a `value` sends.
+    """
+    kind = arg.type
+    value: ArgValue
+    if kind is str:
+        value = text
+    elif kind is bool:
+        if text not in ("true", "false", "on"):
+            raise Invalid(f"must be true or false, not {_shown(text)}")
+        value = text != "false"
+    elif kind is int:
+        number = parse_int(text)
+        if number is None:
+            raise Invalid(f"must be {expects(arg)}, not {_shown(text)}")
+        value = number
+    else:
+        if len(text) > _MAX_DIGITS or not _FLOAT.fullmatch(text):
+            raise Invalid(f"must be {expects(arg)}, not {_shown(text)}")
+        value = float(text)
+    return accept(arg, value)
+
+
+def parse_int(text: str) -> int | None:
+    """A decimal integer written in ASCII digits with an optional leading `-`, else None.
+
+    Unlike `int()`, no spaces, `_`, `+` or non-ASCII digits: the text a
+    browser or a tool call sends for an integer, and nothing else.
+    """
+    if len(text) > _MAX_DIGITS or not _INT.fullmatch(text):
+        return None
+    return int(text)
+
+
+def wire(value: ArgValue) -> str:
+    """The canonical text of a value: decimal, shortest float `repr`, `true`/`false`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def wire_json(value: ArgValue) -> str:
+    """A value as the model writes it in JSON: strings quoted, numbers and bools bare."""
+    return _quote(value) if isinstance(value, str) else wire(value)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return wire(value)
+    if isinstance(value, str):
+        short = value if len(value) <= _SHOWN else value[:_SHOWN] + "…"
+        return f"the string {short!r}"
+    if isinstance(value, int):
+        digits = str(value) if abs(value) < 10**_SHOWN else "a very long number"
+        return f"the integer {digits}"
+    if isinstance(value, float):
+        return f"the number {value!r}"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def read_args(
+    args: Mapping[str, Arg], text_of: Callable[[str], str | None]
+) -> dict[str, ArgValue | None]:
+    """Every declared arg read from request text (`text_of(name)`, None when absent).
+
+    An optional arg that is absent or empty reads as None. Raises `ArgError`
+    naming every bad arg at once.
+    """
+    values: dict[str, ArgValue | None] = {}
+    errors: dict[str, str] = {}
+    for name, arg in args.items():
+        text = text_of(name)
+        if text is None or (text == "" and not arg.required):
+            values[name] = None
+            if arg.required:
+                errors[name] = f"is required: {expects(arg)}"
+            continue
+        try:
+            values[name] = parse(arg, text)
+        except Invalid as exc:
+            errors[name] = str(exc)
+    if errors:
+        raise ArgError(errors)
+    return values
