@@ -9,6 +9,7 @@ from sqlalchemy import Connection, text
 from starlette.responses import Response
 
 from rastrillo import Context
+from rastrillo.registry.validate import parse_int
 from rastrillo.sessions import hash_password
 from rastrillo.storage import Database, rows_as_dicts
 
@@ -87,12 +88,15 @@ def get_event(db: Database, event_id: str) -> dict[str, Any] | None:
     return dict(row._mapping) if row else None
 
 
-def list_orders(db: Database, user_id: str) -> list[dict[str, Any]]:
+def list_orders(db: Database, user_id: str, status: str | None = None) -> list[dict[str, Any]]:
+    """The user's orders, newest first; only those with ``status`` when given."""
+    only = " AND orders.status = :status" if status is not None else ""
     rows = db.query(
         "SELECT orders.*, events.name AS event_name FROM orders"
         " JOIN events ON events.id = orders.event_id"
-        " WHERE orders.user_id = :user ORDER BY orders.id DESC",
+        f" WHERE orders.user_id = :user{only} ORDER BY orders.id DESC",
         user=_int(user_id),
+        **({"status": status} if status is not None else {}),
     )
     return rows_as_dicts(rows)
 
@@ -109,16 +113,14 @@ def get_order(db: Database, user_id: str, order_id: str) -> dict[str, Any] | Non
     return dict(row._mapping) if row else None
 
 
-def buy(db: Database, user_id: str, event_id: str, quantity: str) -> int:
-    """Hold ``quantity`` tickets for the user; returns the new order's id."""
-    try:
-        count = int(quantity)
-    except ValueError:
-        raise OrderError("quantity must be a whole number") from None
-    if not 1 <= count <= MAX_PER_ORDER:
-        raise OrderError(f"you can buy 1 to {MAX_PER_ORDER} tickets at once")
+def buy(db: Database, user_id: str, event_id: int, quantity: int) -> int:
+    """Hold ``quantity`` tickets for the user; returns the new order's id.
+
+    ``quantity`` arrives checked against the action's declaration (an integer,
+    1 to ``MAX_PER_ORDER``); the stock is what can still refuse it.
+    """
     with db.write() as conn:
-        return _reserve(conn, _int(user_id), _int(event_id), count)
+        return _reserve(conn, _int(user_id), event_id, quantity)
 
 
 def _reserve(conn: Connection, user_id: int, event_id: int, count: int) -> int:
@@ -181,8 +183,11 @@ def cancel(db: Database, user_id: str, order_id: str, by: str) -> None:
 
 
 def _int(value: str | int) -> int:
-    """Ids arrive as strings from the path; a non-number matches nothing."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
+    """Ids arrive as text from the path: ASCII digits only, or they match nothing.
+
+    Not ``int()``, which would also take " 7", "7_0" or Arabic-Indic digits.
+    """
+    if isinstance(value, int):
+        return value
+    number = parse_int(value)
+    return -1 if number is None else number

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from rastrillo.errors import Problem
 from rastrillo.registry.confirm import placeholders
-from rastrillo.registry.declare import Access, ToolDef, tool_id
+from rastrillo.registry.declare import Access, Arg, ToolDef, arg_problems, tool_id, type_name
 from rastrillo.registry.schemas import WRITE_SUFFIX
 
 __all__ = [
@@ -58,7 +58,7 @@ class _Declared:
     line: int
     description: str | None = None
     access: Access | None = Access.READ
-    args: dict[str, str] | None = field(default_factory=dict)
+    args: dict[str, Arg | str] | None = field(default_factory=dict)
     confirm: str | None = ""
     lines: dict[str, int] = field(default_factory=dict)
     arg_lines: dict[str, int] = field(default_factory=dict)
@@ -180,7 +180,7 @@ def _read_call(call: ast.Call, imports: dict[str, str], refuse: _Refuse) -> _Dec
             if declared.access is None:
                 refuse(value.lineno, "access must be rastrillo.ToolRead or rastrillo.ToolWrite")
         elif name == "args":
-            declared.args = _read_args(value, declared.arg_lines, refuse)
+            declared.args = _read_args(value, declared.arg_lines, imports, refuse)
         else:
             refuse(
                 value.lineno,
@@ -192,19 +192,20 @@ def _read_call(call: ast.Call, imports: dict[str, str], refuse: _Refuse) -> _Dec
     return declared
 
 
-def _read_args(node: ast.expr, lines: dict[str, int], refuse: _Refuse) -> dict[str, str] | None:
-    """The readable entries of a literal dict of name → description; None if not a dict.
+def _read_args(
+    node: ast.expr, lines: dict[str, int], imports: dict[str, str], refuse: _Refuse
+) -> dict[str, Arg | str] | None:
+    """The readable entries of a literal dict of name → description or `rastrillo.Arg(...)`.
 
-    Every readable name goes into `lines`, description readable or not, so the
-    rules about names still see it.
+    None if `args` is not a dict literal. Every readable name goes into
+    `lines`, declaration readable or not, so the rules about names still see it.
     """
     if not isinstance(node, ast.Dict):
-        refuse(node.lineno, "args must be a dict literal of string names to string descriptions")
+        refuse(node.lineno, "args must be a dict literal of names to descriptions or rastrillo.Arg")
         return None
-    args: dict[str, str] = {}
+    args: dict[str, Arg | str] = {}
     for key, value in zip(node.keys, node.values, strict=True):
         name = None if key is None else _string(key)
-        text = _string(value)
         if key is None:
             refuse(value.lineno, "args cannot unpack another mapping with **")
         elif name is None:
@@ -213,11 +214,84 @@ def _read_args(node: ast.expr, lines: dict[str, int], refuse: _Refuse) -> dict[s
             refuse(key.lineno, f"arg {name!r} is declared twice")
         else:
             lines[name] = key.lineno
-            if text is None:
-                refuse(value.lineno, f"the description of arg {name!r} must be a string literal")
-            else:
-                args[name] = text
+            arg = _read_arg(value, name, imports, refuse)
+            if arg is not None:
+                args[name] = arg
     return args
+
+
+_ARG_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
+_ARG_KEYWORDS = (
+    "description",
+    "type",
+    "required",
+    "choices",
+    "minimum",
+    "maximum",
+    "min_length",
+    "max_length",
+    "pattern",
+)
+
+
+def _read_arg(
+    node: ast.expr, name: str, imports: dict[str, str], refuse: _Refuse
+) -> Arg | str | None:
+    """One arg: a description string literal, or `rastrillo.Arg(...)` of literals only.
+
+    Every inconsistency of an `Arg` is refused at the line of the field at fault.
+    """
+    text = _string(node)
+    if text is not None:
+        return text
+    if not (isinstance(node, ast.Call) and _dotted(node.func, imports) == "rastrillo.Arg"):
+        refuse(
+            node.lineno,
+            f"arg {name!r} must be a description string literal or rastrillo.Arg(...)",
+        )
+        return None
+    fields: dict[str, object] = {}
+    lines: dict[str, int] = {}
+    readable = True
+    for position, value in enumerate(node.args):
+        if position or isinstance(value, ast.Starred):
+            refuse(value.lineno, f"rastrillo.Arg for {name!r} takes its description, then keywords")
+            readable = False
+        else:
+            fields["description"], lines["description"] = _string(value), value.lineno
+    for keyword in node.keywords:
+        field_name, value = keyword.arg, keyword.value
+        if field_name not in _ARG_KEYWORDS:
+            refuse(
+                value.lineno,
+                f"rastrillo.Arg for {name!r} has no field {field_name!r}; it takes "
+                + ", ".join(_ARG_KEYWORDS),
+            )
+            readable = False
+            continue
+        lines[field_name] = value.lineno
+        if field_name == "type":
+            kind = value.id if isinstance(value, ast.Name) else None
+            fields["type"] = _ARG_TYPES.get(kind or "", kind or ast.unparse(value))
+            continue
+        try:
+            fields[field_name] = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            refuse(value.lineno, f"{field_name} of arg {name!r} must be a literal")
+            readable = False
+    if not isinstance(fields.get("description"), str):
+        refuse(
+            lines.get("description", node.lineno),
+            f"arg {name!r} needs a description string literal",
+        )
+        readable = False
+    description = fields.pop("description", None)
+    for field_name, message in arg_problems(**fields):
+        refuse(lines.get(field_name, node.lineno), f"arg {name!r}: {message}")
+        readable = False
+    if not readable:
+        return None
+    return Arg(description, **fields)  # type: ignore[arg-type]
 
 
 def _check(declared: _Declared, method: str, path: str, refuse: _Refuse) -> None:
@@ -257,14 +331,29 @@ def _check(declared: _Declared, method: str, path: str, refuse: _Refuse) -> None
     if args is not None:
         declared_names = declared.arg_lines
         for param in dict.fromkeys(_PATH_PARAM.findall(path)):
+            arg = args.get(param)
             if param not in declared_names:
                 refuse(
                     declared.line_of("args"),
                     f"path parameter {param!r} of {path} must be declared in args",
                 )
+            elif isinstance(arg, Arg) and not arg.required:
+                refuse(
+                    declared.arg_lines[param],
+                    f"path parameter {param!r} cannot be optional: the path needs it",
+                )
+            elif isinstance(arg, Arg) and arg.type is bool:
+                refuse(declared.arg_lines[param], f"path parameter {param!r} cannot be a bool")
         for name in dict.fromkeys(placeholders(confirm or "")):
+            arg = args.get(name)
             if name not in declared_names:
                 refuse(declared.line_of("confirm"), f"confirm placeholder {{{name}}} is not an arg")
+            elif isinstance(arg, Arg) and not arg.required:
+                refuse(
+                    declared.line_of("confirm"),
+                    f"confirm placeholder {{{name}}} names an optional arg; the sentence "
+                    "would show a hole when it is left out",
+                )
     ident = tool_id(method, path)
     if len(ident) > MAX_ID:
         refuse(
@@ -304,11 +393,13 @@ def render_tools_module(defs: list[ToolDef]) -> str:
     """
     ordered = sorted(defs, key=lambda d: (d.id, d.source))
     entries = [line for defn in ordered for line in _entry(defn)]
-    access_names = sorted({_ACCESS_NAME[d.access] for d in ordered})
+    names = {_ACCESS_NAME[d.access] for d in ordered}
+    if any(not arg.plain for defn in ordered for arg in defn.args.values()):
+        names.add("Arg")
     lines = [
         '"""The tool registry: every action that declares TOOL, sorted by id."""',
         "",
-        f"from rastrillo.registry.declare import {', '.join(['ToolDef', *access_names])}",
+        f"from rastrillo.registry.declare import {', '.join(sorted({'ToolDef', *names}))}",
         "",
         *(["_TOOLS = (", *entries, ")"] if entries else ["_TOOLS = ()"]),
         "",
@@ -324,7 +415,7 @@ def render_tools_module(defs: list[ToolDef]) -> str:
 
 
 def _entry(defn: ToolDef) -> list[str]:
-    args = [f"            {py_literal(k)}: {py_literal(v)}," for k, v in defn.args.items()]
+    args = [line for name, arg in defn.args.items() for line in _arg_entry(name, arg)]
     return [
         "    ToolDef(",
         f"        id={py_literal(defn.id)},",
@@ -337,6 +428,35 @@ def _entry(defn: ToolDef) -> list[str]:
         f"        source={py_literal(defn.source)},",
         "    ),",
     ]
+
+
+def _arg_entry(name: str, arg: Arg) -> list[str]:
+    """`"name": "description",` for a plain arg, else an `Arg(...)` one field a line.
+
+    The trailing commas keep ruff's formatter from joining the lines, so the
+    file stays in its format whatever the lengths.
+    """
+    indent = " " * 12
+    if arg.plain:
+        return [f"{indent}{py_literal(name)}: {py_literal(arg.description)},"]
+    inner = indent + " " * 4
+    lines = [f"{indent}{py_literal(name)}: Arg(", f"{inner}{py_literal(arg.description)},"]
+    for field_name, value in arg.declared():
+        if field_name == "type":
+            lines.append(f"{inner}type={type_name(value)},")
+        elif field_name == "choices":
+            assert isinstance(value, tuple)
+            lines.append(f"{inner}choices=[")
+            lines.extend(f"{inner}    {_value_literal(choice)}," for choice in value)
+            lines.append(f"{inner}],")
+        else:
+            lines.append(f"{inner}{field_name}={_value_literal(value)},")
+    lines.append(f"{indent}),")
+    return lines
+
+
+def _value_literal(value: object) -> str:
+    return py_literal(value) if isinstance(value, str) else repr(value)
 
 
 def py_literal(text: str) -> str:

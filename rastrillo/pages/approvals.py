@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from rastrillo.context import Context
 from rastrillo.registry.errors import ApprovalInvalid
+from rastrillo.registry.validate import wire
 from rastrillo.routing import Route
 from rastrillo.sessions import require
 from rastrillo.tools import consent
@@ -35,8 +36,25 @@ def show(ctx: Context) -> Response:
         approval=record,
         state=record.state(),
         sentence_lines=record.sentence.split("\n"),
-        args=[(name, value.split("\n")) for name, value in record.args.items()],
+        args=[(name, *_shown(value)) for name, value in record.args.items()],
     )
+
+
+_KIND = {bool: "true/false", int: "whole number", float: "number", str: "text"}
+
+
+def _shown(value: object) -> tuple[str, list[str]]:
+    """An arg's type in words and its value's lines exactly as it runs.
+
+    Text is shown between quotes and numbers and bools bare, so the human tells
+    `2` from `"2"` at a glance; line breaks are split out to be marked.
+    """
+    kind = _KIND.get(type(value), type(value).__name__)
+    if isinstance(value, str):
+        return kind, f'"{value}"'.split("\n")
+    if isinstance(value, bool | int | float):
+        return kind, [wire(value)]
+    return kind, [repr(value)]
 
 
 @require

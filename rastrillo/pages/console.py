@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -25,8 +26,10 @@ from starlette.responses import Response
 
 from rastrillo.actor import Actor, describe
 from rastrillo.context import Context
+from rastrillo.registry.declare import Arg, ToolDef
 from rastrillo.registry.errors import ConfirmRequired, ToolError
 from rastrillo.registry.schemas import FORMATS, schemas
+from rastrillo.registry.validate import Invalid, from_text, wire
 from rastrillo.routing import Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require
 from rastrillo.tools import audit, consent
@@ -58,7 +61,7 @@ class Outcome:
 
     tool: str
     agent: str
-    args: dict[str, str]
+    args: Mapping[str, object]
     result: Result | None = None
     error: ToolError | None = None
 
@@ -102,7 +105,8 @@ def console_routes(app: App) -> list[Route]:
         if approval_id is None:
             tool = form.get("tool", "")
             agent = form.get("agent", "").strip() or DEFAULT_AGENT
-            args = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
+            defn = next((d for d in app.options.tools if d.id == tool), None)
+            args = _form_args(defn, form)
         else:
             # Re-run an approved call exactly as it was proposed: taken from the
             # approval itself, so no form encoding can change a byte of it.
@@ -131,6 +135,49 @@ def console_routes(app: App) -> list[Route]:
     ]
 
 
+def _form_args(defn: ToolDef | None, form: Mapping[str, str]) -> dict[str, object]:
+    """The call's args from the console's form, typed as a model would send them.
+
+    A checkbox sends a bool (unchecked: false when the arg is required, else
+    left out); an empty field of an optional arg is left out; number text
+    becomes a number. Text that is not of the arg's type is sent as the
+    string it is, so the console shows the refusal a model would get.
+    """
+    fields = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
+    if defn is None:
+        return dict(fields)
+    args: dict[str, object] = {k: v for k, v in fields.items() if k not in defn.args}
+    for name, arg in defn.args.items():
+        text = fields.get(name)
+        if _input_kind(arg) == "checkbox":
+            if text is not None or arg.required:
+                args[name] = text is not None
+            continue
+        if text is None or (text == "" and not arg.required):
+            continue
+        try:
+            args[name] = from_text(arg, text)
+        except Invalid:
+            args[name] = text
+    return args
+
+
+def _input_kind(arg: Arg) -> str:
+    """The form control for an arg: a select for choices, a checkbox, a number or text."""
+    if arg.choices is not None:
+        return "select"
+    if arg.type is bool:
+        return "checkbox"
+    return "number" if arg.type in (int, float) else "text"
+
+
+def _field_text(value: object) -> str:
+    """A value as its form field shows it: the wire text of a typed value."""
+    if isinstance(value, bool | int | float | str):
+        return wire(value)
+    return ""
+
+
 def _page(app: App, ctx: Context, fmt: str, outcome: Outcome | None) -> Response:
     defs = app.options.tools
     try:
@@ -150,6 +197,9 @@ def _page(app: App, ctx: Context, fmt: str, outcome: Outcome | None) -> Response
         agent=outcome.agent if outcome else DEFAULT_AGENT,
         rows=_rows(app, ctx.user_id),
         arg_prefix=_ARG,
+        field_text=_field_text,
+        input_kind=_input_kind,
+        int_type=int,
     )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "Invalid",
     "accept",
     "expects",
+    "from_text",
     "parse",
     "parse_int",
     "phrases",
@@ -142,27 +143,32 @@ def _within(arg: Arg, value: ArgValue) -> bool:
 def parse(arg: Arg, text: str) -> ArgValue:
     """The text of a path segment, query or form field as the arg's value; raises `Invalid`.
 
-    The exact inverse of `wire` for every value it produces; a bool also
-    takes `on`, what an HTML checkbox without a `value` sends.
+    `from_text`, then `accept`: the type strictly, then every constraint.
+    """
+    return accept(arg, from_text(arg, text))
+
+
+def from_text(arg: Arg, text: str) -> ArgValue:
+    """Text as a value of the arg's type, constraints not yet checked; raises `Invalid`.
+
+    The exact inverse of `wire` for every value of the type; a bool also takes
+    `on`, what an HTML checkbox without a `value` attribute sends.
     """
     kind = arg.type
-    value: ArgValue
     if kind is str:
-        value = text
-    elif kind is bool:
+        return text
+    if kind is bool:
         if text not in ("true", "false", "on"):
             raise Invalid(f"must be true or false, not {_shown(text)}")
-        value = text != "false"
-    elif kind is int:
+        return text != "false"
+    if kind is int:
         number = parse_int(text)
         if number is None:
             raise Invalid(f"must be {expects(arg)}, not {_shown(text)}")
-        value = number
-    else:
-        if len(text) > _MAX_DIGITS or not _FLOAT.fullmatch(text):
-            raise Invalid(f"must be {expects(arg)}, not {_shown(text)}")
-        value = float(text)
-    return accept(arg, value)
+        return number
+    if len(text) > _MAX_DIGITS or not _FLOAT.fullmatch(text):
+        raise Invalid(f"must be {expects(arg)}, not {_shown(text)}")
+    return float(text)
 
 
 def parse_int(text: str) -> int | None:

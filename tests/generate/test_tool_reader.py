@@ -168,11 +168,11 @@ def test_access_must_name_toolread_or_toolwrite(expr: str) -> None:
 @pytest.mark.parametrize(
     ("expr", "line", "message"),
     [
-        ("ARGS", 3, "args must be a dict literal of string names to string descriptions"),
-        ('dict(id="x")', 3, "args must be a dict literal of string names to string descriptions"),
+        ("ARGS", 3, "args must be a dict literal of names to descriptions or rastrillo.Arg"),
+        ('dict(id="x")', 3, "args must be a dict literal of names to descriptions or rastrillo.Arg"),
         ('{"id": "x", **MORE}', 3, "args cannot unpack another mapping with **"),
         ('{ID: "x", "id": "x"}', 3, "each arg name must be a string literal"),
-        ('{"id": DESC}', 3, "the description of arg 'id' must be a string literal"),
+        ('{"id": DESC}', 3, "arg 'id' must be a description string literal or rastrillo.Arg(...)"),
         ('{"id": "x",\n "id": "y"}', 4, "arg 'id' is declared twice"),
     ],
 )
@@ -392,7 +392,7 @@ def test_every_offender_is_listed_at_once() -> None:
         """
     path = "/orders/{id}/" + "x" * 60
     assert refusals(code, "GET", path) == [
-        (7, "the description of arg 'reason' must be a string literal"),
+        (7, "arg 'reason' must be a description string literal or rastrillo.Arg(...)"),
         (3, "description is empty; the model chooses tools by it"),
         (4, "a write tool cannot be a GET action: GET must not change state"),
         (9, "a write tool needs a confirm sentence, the question its human approves"),

@@ -70,7 +70,7 @@ def test_approved_on_the_page_then_runs_once_with_who_and_when(f):
     page = human.get(pending.url)
     assert page.status_code == 200
     assert "Cancel order 7? Its tickets go back on sale." in page.text
-    assert "<code>reason</code>" in page.text and "<code>dup</code>" in page.text
+    assert "<code>reason</code>" in page.text and "<code>&#34;dup&#34;</code>" in page.text
     decided = human.post(pending.url, data={"decision": "approve"}, follow_redirects=False)
     assert decided.status_code == 303
     assert "You approved this" in human.get(pending.url).text

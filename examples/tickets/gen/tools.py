@@ -2,7 +2,7 @@
 # ruff: noqa: E501
 """The tool registry: every action that declares TOOL, sorted by id."""
 
-from rastrillo.registry.declare import ToolDef, ToolRead, ToolWrite
+from rastrillo.registry.declare import Arg, ToolDef, ToolRead, ToolWrite
 
 _TOOLS = (
     ToolDef(
@@ -13,7 +13,12 @@ _TOOLS = (
         access=ToolWrite,
         args={
             "id": "the event id",
-            "quantity": "how many tickets, 1 to 10",
+            "quantity": Arg(
+                "how many tickets",
+                type=int,
+                minimum=1,
+                maximum=10,
+            ),
         },
         confirm="Buy {quantity} ticket(s) for event {id}?",
         source="actions/events/[id]/buy.POST.py",
@@ -46,7 +51,17 @@ _TOOLS = (
         path="/orders",
         description="List my orders, newest first, with their status.",
         access=ToolRead,
-        args={},
+        args={
+            "status": Arg(
+                "only the orders with this status; leave out for all of them",
+                required=False,
+                choices=[
+                    "held",
+                    "paid",
+                    "cancelled",
+                ],
+            ),
+        },
         confirm="",
         source="actions/orders/index.GET.py",
     ),

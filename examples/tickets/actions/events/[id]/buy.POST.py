@@ -7,7 +7,10 @@ from rastrillo import sessions
 TOOL = rastrillo.Tool(
     description="Buy tickets for an event. The order is held for 15 minutes until it is paid.",
     access=rastrillo.ToolWrite,
-    args={"id": "the event id", "quantity": "how many tickets, 1 to 10"},
+    args={
+        "id": "the event id",
+        "quantity": rastrillo.Arg("how many tickets", type=int, minimum=1, maximum=10),
+    },
     confirm="Buy {quantity} ticket(s) for event {id}?",
 )
 
@@ -18,7 +21,10 @@ def handle(ctx: rastrillo.Context):
     if event is None:
         return ctx.not_found()
     try:
-        order_id = ticketing.buy(ctx.db, ctx.user_id, event["id"], ctx.form.get("quantity", ""))
+        order_id = ticketing.buy(ctx.db, ctx.user_id, event["id"], ctx.args["quantity"])
+    except rastrillo.ArgError as exc:
+        return ctx.respond("event.html", status=400, event=event, error=exc.errors["quantity"],
+                           max_per_order=ticketing.MAX_PER_ORDER)
     except ticketing.OrderError as exc:
         return ctx.respond("event.html", status=409, event=event, error=str(exc),
                            max_per_order=ticketing.MAX_PER_ORDER)
