@@ -64,33 +64,35 @@ def expects(arg: Arg) -> str:
     """What the arg takes, in words: `an integer from 1 to 10`, `one of "a", "b"`."""
     if arg.choices is not None:
         return phrases(arg, ["choices"])[0]
-    fields = [name for name, _ in arg.declared() if name in _CONSTRAINTS]
-    return " ".join([_KINDS[arg.type], *phrases(arg, fields)])
+    fields = [name for name, _ in arg.constraints]
+    return " ".join([_KINDS[arg.type], *phrases(arg, fields, after_noun=True)])
 
 
-_RANGES = (("minimum", "maximum", ""), ("min_length", "max_length", " characters"))
-_CONSTRAINTS = ("choices", "minimum", "maximum", "min_length", "max_length", "pattern")
+_RANGES = (("minimum", "maximum", "", "from "), ("min_length", "max_length", " characters", "of "))
 
 
-def phrases(arg: Arg, fields: list[str]) -> list[str]:
+def phrases(arg: Arg, fields: list[str], *, after_noun: bool = False) -> list[str]:
     """The named constraints of `arg` in words, a bound pair as one phrase.
 
-    What a schema writes into a description when the provider lacks the keyword.
+    What a schema writes into a description when the provider lacks the
+    keyword (`at most 200 characters`); `after_noun` reads on from the type
+    (`a string of at most 200 characters`).
     """
     said: list[str] = []
-    for low_name, high_name, unit in _RANGES:
+    if "choices" in fields and arg.choices is not None:
+        said.append("one of " + ", ".join(wire_json(c) for c in arg.choices))
+    for low_name, high_name, unit, lead in _RANGES:
         low = getattr(arg, low_name) if low_name in fields else None
         high = getattr(arg, high_name) if high_name in fields else None
+        lead = lead if after_noun else ""
         if low is not None and high is not None:
-            said.append(f"from {wire(low)} to {wire(high)}{unit}")
+            said.append(f"{lead}{wire(low)} to {wire(high)}{unit}")
         elif low is not None:
-            said.append(f"at least {wire(low)}{unit}")
+            said.append(f"{'of ' if after_noun else ''}at least {wire(low)}{unit}")
         elif high is not None:
-            said.append(f"at most {wire(high)}{unit}")
+            said.append(f"{'of ' if after_noun else ''}at most {wire(high)}{unit}")
     if "pattern" in fields and arg.pattern is not None:
         said.append(f"matching the regular expression {arg.pattern}")
-    if "choices" in fields and arg.choices is not None:
-        said.insert(0, "one of " + ", ".join(wire_json(c) for c in arg.choices))
     return said
 
 

@@ -107,7 +107,7 @@ def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) ->
     page.get_by_role("link", name="Review it on the approval page").first.click()
     expect(page).to_have_url(re.compile(re.escape(approval) + "$"))
     expect(page.locator(".sentence")).to_have_text(CANCEL)
-    expect(page.get_by_role("row", name="id 1")).to_be_visible()
+    expect(page.get_by_role("row", name='id text "1"')).to_be_visible()
     expect_fits(page)
     page.screenshot(path=ARTIFACTS / "approval-page-phone.png", full_page=True)
     page.get_by_role("button", name="Approve").click()

@@ -165,11 +165,14 @@ def test_access_must_name_toolread_or_toolwrite(expr: str) -> None:
     ]
 
 
+NOT_A_DICT = "args must be a dict literal of names to descriptions or rastrillo.Arg"
+
+
 @pytest.mark.parametrize(
     ("expr", "line", "message"),
     [
-        ("ARGS", 3, "args must be a dict literal of names to descriptions or rastrillo.Arg"),
-        ('dict(id="x")', 3, "args must be a dict literal of names to descriptions or rastrillo.Arg"),
+        ("ARGS", 3, NOT_A_DICT),
+        ('dict(id="x")', 3, NOT_A_DICT),
         ('{"id": "x", **MORE}', 3, "args cannot unpack another mapping with **"),
         ('{ID: "x", "id": "x"}', 3, "each arg name must be a string literal"),
         ('{"id": DESC}', 3, "arg 'id' must be a description string literal or rastrillo.Arg(...)"),

@@ -1,0 +1,112 @@
+"""Hypothesis strategies for typed args: consistent declarations and JSON values of every type.
+
+Shared by the validation, schema and dispatch tests, so each property is checked
+over the same space of declarations generate accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from rastrillo.registry.declare import Arg, ArgValue
+
+DESCRIPTIONS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=40)
+INTS = st.integers(min_value=-(10**12), max_value=10**12)
+FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64)
+TEXTS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+PATTERNS = st.sampled_from(
+    ["^[a-z]+$", "[0-9]", "^A", "b$", "^(?:red|green)$", "x{2,}", r"\d", "^(?!no)", "."]
+)
+
+
+def _bounds(values: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, Any]]:
+    def order(pair: tuple[Any, Any]) -> tuple[Any, Any]:
+        low, high = pair
+        if low is not None and high is not None and low > high:
+            return high, low
+        return low, high
+
+    return st.tuples(st.none() | values, st.none() | values).map(order)
+
+
+@st.composite
+def args(draw: st.DrawFn) -> Arg:
+    """Any `Arg` whose declaration is consistent (the ones generate writes to gen/)."""
+    description = draw(DESCRIPTIONS)
+    kind = draw(st.sampled_from([str, int, float, bool]))
+    required = draw(st.booleans())
+    fields: dict[str, Any] = {"type": kind, "required": required}
+    values: st.SearchStrategy[Any] = {str: TEXTS, int: INTS, float: FLOATS, bool: st.booleans()}[
+        kind
+    ]
+    if kind in (int, float):
+        low, high = draw(_bounds(INTS if kind is int else FLOATS | INTS))
+        fields["minimum"], fields["maximum"] = low, high
+    if kind is str:
+        short, long = draw(_bounds(st.integers(0, 20)))
+        fields["min_length"], fields["max_length"] = short, long
+        fields["pattern"] = draw(st.none() | PATTERNS)
+    if draw(st.booleans()):
+        choices = draw(st.lists(values, min_size=1, max_size=5, unique_by=lambda v: (v, type(v))))
+        unique: list[Any] = []
+        for choice in choices:
+            if choice not in unique:
+                unique.append(choice)
+        fields["choices"] = unique
+    return Arg(description, **{k: v for k, v in fields.items() if v is not None})
+
+
+JSON_SCALARS = st.none() | st.booleans() | INTS | FLOATS | TEXTS
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXTS, inner, max_size=3),
+    max_leaves=5,
+)
+"""A JSON value of any type, as a model's tool call may carry it."""
+
+
+def values_for(arg: Arg) -> st.SearchStrategy[Any]:
+    """Values aimed at `arg`: its choices and bounds and their neighbours, and anything else."""
+    near: list[ArgValue] = []
+    for bound in (arg.minimum, arg.maximum):
+        if bound is not None:
+            near += [bound, bound - 1, bound + 1, float(bound), str(bound)]
+    near += list(arg.choices or ())
+    near += [str(c) for c in arg.choices or ()]
+    return st.sampled_from(near) | JSON_VALUES if near else JSON_VALUES
+
+
+def satisfies(arg: Arg, value: object) -> bool:
+    """The contract's rule, written independently of the code under test."""
+    import math
+    import re
+
+    if arg.type is bool:
+        if type(value) is not bool:
+            return False
+    elif arg.type is int:
+        if type(value) is not int:
+            return False
+    elif arg.type is float:
+        if type(value) not in (int, float) or not math.isfinite(float(value)):
+            return False
+    elif type(value) is not str:
+        return False
+    if arg.choices is not None and not any(
+        type(value) is type(c) or arg.type is float for c in arg.choices if c == value
+    ):
+        return False
+    if arg.minimum is not None and value < arg.minimum:  # type: ignore[operator]
+        return False
+    if arg.maximum is not None and value > arg.maximum:  # type: ignore[operator]
+        return False
+    if isinstance(value, str):
+        if arg.min_length is not None and len(value) < arg.min_length:
+            return False
+        if arg.max_length is not None and len(value) > arg.max_length:
+            return False
+        if arg.pattern is not None and not re.search(arg.pattern, value):
+            return False
+    return True
