@@ -1,0 +1,359 @@
+"""Typed args end to end: dispatch's checks and wire texts, consent, and ctx.args.
+
+Built in code around real apps (a fresh SQLite database each), so the same
+declaration is checked by dispatch, sent on the wire and read back by
+``ctx.args`` in the handler, as a browser's request is.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+import rastrillo
+from rastrillo.registry.declare import Arg, ToolDef, tool_id
+from rastrillo.registry.validate import Invalid, accept, wire
+from rastrillo.routing import Route
+from rastrillo.sessions import cookie_name, create_session
+from rastrillo.tools import (
+    BadArg,
+    Call,
+    ConfirmRequired,
+    MissingArg,
+    ToolError,
+    audit,
+    consent,
+    dispatch_sync,
+)
+from tests.registry.strategies import JSON_VALUES, args, values_for
+
+AGENT = rastrillo.Actor.agent("concierge")
+QUANTITY = Arg("how many tickets", type=int, minimum=1, maximum=10)
+READ_ARGS: dict[str, Arg | str] = {
+    "id": Arg("the event id", type=int, minimum=1),
+    "price": Arg("at most this price", type=float, minimum=0, required=False),
+    "seat": Arg("where to sit", choices=["aisle", "window"], required=False),
+    "gift": Arg("wrapped", type=bool, required=False),
+    "note": Arg("a note", required=False, max_length=5),
+    "q": "search text",
+}
+BUY_ARGS: dict[str, Arg | str] = {
+    "id": "the event id",
+    "quantity": QUANTITY,
+    "gift": Arg("wrapped", type=bool, required=False),
+}
+BUY = "Buy {quantity} ticket(s) for event {id}?"
+
+
+class TypedApp:
+    """An app whose handlers record ``ctx.args`` and the raw request they got."""
+
+    def __init__(self, root: Path, read_args: dict[str, Any], buy_args: dict[str, Any]) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+        def record(ctx: rastrillo.Context) -> rastrillo.App:
+            try:
+                typed = dict(ctx.args)
+            except rastrillo.ArgError as exc:
+                self.seen.append({"errors": exc.errors})
+                raise
+            self.seen.append(
+                {
+                    "args": typed,
+                    "query": ctx.request.url.query,
+                    "form": dict(ctx.form),
+                    "params": dict(ctx.params),
+                    "actor": ctx.actor,
+                }
+            )
+            return ctx.json({name: value for name, value in typed.items()})
+
+        def tool(method: str, path: str, arg_map: dict[str, Any], **kw: Any) -> ToolDef:
+            return ToolDef(
+                id=tool_id(method, path),
+                method=method,
+                path=path,
+                description=f"{method} {path}",
+                args=arg_map,
+                **kw,
+            )
+
+        self.defs = [
+            tool("GET", "/events/{id}", read_args),
+            tool("POST", "/events/{id}/buy", buy_args, access=rastrillo.ToolWrite, confirm=BUY),
+        ]
+        options = rastrillo.Options(
+            app_dir=root,
+            routes=[
+                Route("GET", "/events/{id}", "read", record),
+                Route("POST", "/events/{id}/buy", "buy", record),
+            ],
+            tools=self.defs,
+            origin="http://testserver.local",
+            db=str(root / "app.db"),
+        )
+        self.app = rastrillo.handler(options)
+        self.session = create_session(self.app.db, "1")
+
+    def call(self, tool: str, args: dict[str, Any], **kw: Any) -> rastrillo.tools.Result:
+        kw.setdefault("session", self.session)
+        return dispatch_sync(self.app, self.defs, Call(tool=tool, args=args, actor=AGENT, **kw))
+
+    def close(self) -> None:
+        """Write the audit rows still queued, then let the database go."""
+        audit.flush(self.app.db)
+        self.app.db.dispose()
+
+    def browser(self) -> TestClient:
+        client = TestClient(self.app, base_url=self.app.origin, headers={"Origin": self.app.origin})
+        client.cookies.set(cookie_name(self.app.origin), self.session)
+        return client
+
+
+@pytest.fixture
+def t(tmp_path: Path) -> TypedApp:
+    return TypedApp(tmp_path, READ_ARGS, BUY_ARGS)
+
+
+def test_typed_values_reach_ctx_args_typed(t: TypedApp) -> None:
+    result = t.call(
+        "events_id_get",
+        {"id": 7, "price": 2, "seat": "aisle", "gift": False, "note": "hi", "q": "2"},
+    )
+    assert result.status == 200
+    [seen] = t.seen
+    assert seen["args"] == {
+        "id": 7,
+        "price": 2.0,
+        "seat": "aisle",
+        "gift": False,
+        "note": "hi",
+        "q": "2",
+    }
+    assert [type(seen["args"][k]) for k in ("id", "price", "gift", "q")] == [int, float, bool, str]
+    assert seen["query"] == "gift=false&note=hi&price=2.0&q=2&seat=aisle"  # canonical, sorted
+    assert seen["params"] == {"id": "7"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"id": "7", "q": "x"}, "arg 'id': must be an integer of at least 1, not the string '7'"),
+        ({"id": True, "q": "x"}, "arg 'id': must be an integer of at least 1, not true"),
+        ({"id": 7.0, "q": "x"}, "not the number 7.0"),
+        ({"id": 0, "q": "x"}, "not the integer 0"),
+        ({"id": 7, "q": 2}, "arg 'q': must be a string, not the integer 2"),
+        ({"id": 7, "q": "x", "price": "1.5"}, "arg 'price': must be a number of at least 0"),
+        ({"id": 7, "q": "x", "price": -0.5}, "not the number -0.5"),
+        ({"id": 7, "q": "x", "price": float("nan")}, "not the number nan"),
+        ({"id": 7, "q": "x", "seat": "roof"}, 'must be one of "aisle", "window"'),
+        ({"id": 7, "q": "x", "gift": "true"}, "arg 'gift': must be true or false"),
+        ({"id": 7, "q": "x", "gift": 1}, "not the integer 1"),
+        ({"id": 7, "q": "x", "note": "toolong"}, "a string of at most 5 characters"),
+        ({"id": 7, "q": None}, "arg 'q': must be a string, not null"),
+    ],
+)
+def test_no_silent_coercion(t: TypedApp, args: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadArg) as raised:
+        t.call("events_id_get", args)
+    assert message in str(raised.value)
+    assert t.seen == []
+
+
+def test_an_optional_arg_absent_none_or_empty_is_not_sent(t: TypedApp) -> None:
+    t.call("events_id_get", {"id": 7, "q": "", "seat": None, "note": ""})
+    [seen] = t.seen
+    assert seen["query"] == "q="
+    assert seen["args"] == {
+        "id": 7,
+        "price": None,
+        "seat": None,
+        "gift": None,
+        "note": None,
+        "q": "",
+    }
+
+
+def test_a_required_arg_left_out_is_missing(t: TypedApp) -> None:
+    with pytest.raises(MissingArg, match="needs the arg 'q'; it is required"):
+        t.call("events_id_get", {"id": 7, "price": 1.5})
+
+
+def test_the_sentence_and_the_approval_use_the_wire_texts(t: TypedApp) -> None:
+    with pytest.raises(ConfirmRequired) as raised:
+        t.call("events_id_buy_post", {"id": "3", "quantity": 2, "gift": True})
+    pending = raised.value
+    assert pending.sentence == "Buy 2 ticket(s) for event 3?"
+    record = consent.get(t.app.db, pending.approval_id)
+    assert record is not None and record.args == {"id": "3", "quantity": 2, "gift": True}
+    consent.decide(t.app.db, "1", pending.approval_id, True)
+    with pytest.raises(BadArg):  # "2" is not the 2 the human approved, nor any integer
+        t.call("events_id_buy_post", {"id": "3", "quantity": "2"}, approval=pending.approval_id)
+    result = t.call(
+        "events_id_buy_post", {"id": "3", "quantity": 2, "gift": True}, approval=pending.approval_id
+    )
+    assert result.status == 200 and result.json() == {"id": "3", "quantity": 2, "gift": True}
+    [seen] = t.seen
+    assert seen["form"] == {"gift": "true", "quantity": "2"}
+    assert seen["actor"].approval is not None
+
+
+def test_a_float_approved_as_an_integer_runs_as_the_same_number(tmp_path: Path) -> None:
+    t = TypedApp(tmp_path, READ_ARGS, {"id": "event", "price": Arg("p", type=float)})
+    with pytest.raises(ConfirmRequired) as raised:
+        t.call("events_id_buy_post", {"id": "3", "price": 2})
+    consent.decide(t.app.db, "1", raised.value.approval_id, True)
+    t.call("events_id_buy_post", {"id": "3", "price": 2.0}, approval=raised.value.approval_id)
+    assert t.seen[0]["args"]["price"] == 2.0 and t.seen[0]["form"] == {"price": "2.0"}
+
+
+def test_a_browser_form_and_a_tool_call_get_the_same_validation(t: TypedApp) -> None:
+    browser = t.browser()
+    ok = browser.get("/events/7", params={"q": "x", "price": "2.5", "gift": "on"})
+    assert ok.status_code == 200 and ok.json()["price"] == 2.5 and ok.json()["gift"] is True
+    bad = browser.get("/events/7", params={"q": "x", "price": "1_0", "seat": "roof"})
+    assert bad.status_code == 400
+    assert bad.headers["content-type"].startswith("text/plain")
+    assert bad.text.splitlines() == [
+        "price: must be a number of at least 0, not the string '1_0'",
+        'seat: must be one of "aisle", "window", not the string \'roof\'',
+    ]
+    assert t.seen[-1] == {
+        "errors": {
+            "price": "must be a number of at least 0, not the string '1_0'",
+            "seat": 'must be one of "aisle", "window", not the string \'roof\'',
+        }
+    }
+    for text in (" 7", "7_0", "\u0667", "+7", "0x7"):  # int() would take some of these
+        assert browser.get(f"/events/{text}", params={"q": "x"}).status_code == 400
+    empty = browser.get("/events/7", params={"q": "x", "price": "", "seat": ""})
+    assert empty.json() == {
+        "id": 7,
+        "price": None,
+        "seat": None,
+        "gift": None,
+        "note": None,
+        "q": "x",
+    }
+
+
+def test_ctx_args_on_an_action_without_a_tool_is_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def handle(ctx: rastrillo.Context) -> Any:
+        return ctx.json(dict(ctx.args))
+
+    options = rastrillo.Options(
+        app_dir=tmp_path,
+        routes=[Route("GET", "/x", "x", handle)],
+        origin="http://testserver.local",
+        db=str(tmp_path / "app.db"),
+    )
+    client = TestClient(rastrillo.handler(options))
+    assert client.get("/x").status_code == 500
+    assert "this action declares none" in caplog.text
+
+
+# --- adversarial: any JSON value against any declaration -----------------------------
+
+
+def _declarations() -> st.SearchStrategy[dict[str, Arg]]:
+    path = args().filter(lambda a: a.required and a.type is not bool)
+    return st.fixed_dictionaries({"id": path}, optional={"a": args(), "b": args(), "c": args()})
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> tuple[dict[str, Arg], dict[str, Any]]:
+    declared = draw(_declarations())
+    values = {}
+    for name, arg in declared.items():
+        if draw(st.integers(0, 9)):  # mostly present
+            values[name] = draw(values_for(arg) | JSON_VALUES)
+    return declared, values
+
+
+UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""Characters dispatch refuses in any text (control, surrogate, bidirectional)."""
+
+
+def _canonical(declared: dict[str, Arg], values: dict[str, Any]) -> dict[str, Any] | None:
+    """What must reach the handler, by the contract; None when the call must be refused."""
+    out: dict[str, Any] = {}
+    for name, arg in declared.items():
+        value = values.get(name)
+        if not arg.required and value in (None, ""):
+            out[name] = None
+            continue
+        if name not in values:
+            return None
+        try:
+            out[name] = accept(arg, value)
+        except Invalid:
+            return None
+        if name == "id" and wire(out[name]) in ("", ".", ".."):
+            return None
+        if isinstance(value, str) and UNSAFE.search(value):
+            return None
+    return out
+
+
+SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SLOW
+@given(calls())
+def test_no_ill_typed_or_out_of_range_value_reaches_a_handler(
+    case: tuple[dict[str, Arg], dict[str, Any]],
+) -> None:
+    declared, values = case
+    expected = _canonical(declared, values)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = TypedApp(Path(tmp), declared, BUY_ARGS)
+        try:
+            result = t.call("events_id_get", values)
+        except ToolError:
+            assert expected is None, f"refused a valid call: {values!r}"
+            assert t.seen == []
+            return
+        finally:
+            t.close()
+    assert expected is not None, f"ran an invalid call: {values!r}"
+    assert result.status == 200, result.text
+    [seen] = t.seen
+    assert seen["args"] == expected
+    assert all(type(seen["args"][k]) is type(v) for k, v in expected.items())
+
+
+@SLOW
+@given(calls())
+def test_an_approved_call_runs_with_exactly_the_values_the_human_saw(
+    case: tuple[dict[str, Arg], dict[str, Any]],
+) -> None:
+    declared, values = case
+    if _canonical(declared, values) is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        t = TypedApp(Path(tmp), READ_ARGS, declared)
+        try:
+            with pytest.raises(ConfirmRequired) as raised:
+                t.call("events_id_buy_post", values)
+            shown = consent.get(t.app.db, raised.value.approval_id)
+            assert shown is not None
+            consent.decide(t.app.db, "1", shown.id, True)
+            result = t.call("events_id_buy_post", values, approval=shown.id)
+        finally:
+            t.close()
+    assert result.status == 200, result.text
+    [seen] = t.seen
+    ran = {k: v for k, v in seen["args"].items() if v is not None}
+    assert ran == shown.args
+    assert all(type(ran[k]) is type(v) for k, v in shown.args.items())
