@@ -8,19 +8,28 @@ for every provider at once.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import re
 from typing import Any
 
 import jsonschema
 import mcp_types
+import pydantic
 import pytest
+from anthropic.types import ToolParam
+from google.genai import types as genai
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.lib._pydantic import _ensure_strict_json_schema
+from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.responses import FunctionToolParam
 
 from rastrillo.generate.tools import read_tool
-from rastrillo.registry.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.declare import Access, Arg, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.validate import Invalid, accept
 from rastrillo.tools import FORMATS, schemas, schemas_json
+from tests.registry import strategies
 
 CANCEL = ToolDef(
     id="orders_id_cancel_post",
@@ -186,7 +195,23 @@ GEMINI_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 VERTEX_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MCP_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # The fields of Gemini's OpenAPI 3.0 Schema subset that we may use.
-GEMINI_SCHEMA_KEYS = {"type", "description", "properties", "required", "enum", "format"}
+GEMINI_SCHEMA_KEYS = {
+    "type",
+    "description",
+    "properties",
+    "required",
+    "enum",
+    "format",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+}
+# OpenAI strict mode's supported keywords for the types we use (its structured-outputs
+# guide, "Supported properties"): no minLength or maxLength.
+OPENAI_STRICT_KEYS = {"type", "description", "enum", "minimum", "maximum", "pattern"}
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 GEMINI_TYPES = {"string", "number", "integer", "boolean", "array", "object"}
 
 
@@ -201,26 +226,53 @@ def walk(schema: dict[str, Any]):
         yield from walk(sub)
 
 
-def check_input_schema(schema: dict[str, Any], defn: ToolDef) -> None:
-    """JSON Schema 2020-12, OpenAI strict mode, Anthropic keys; and it means what dispatch does."""
+def check_input_schema(schema: dict[str, Any], defn: ToolDef, *, strict: bool = False) -> None:
+    """JSON Schema 2020-12 with the provider's keys; and it accepts what dispatch accepts."""
     jsonschema.Draft202012Validator.check_schema(schema)
-    for sub in walk(schema):
-        assert "default" not in sub
-        if sub["type"] == "object":
-            assert sub["additionalProperties"] is False
-            assert sorted(sub.get("required", [])) == sorted(sub["properties"])
-        else:
-            assert sub["type"] == "string"
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert list(schema["properties"]) == sorted(defn.args)
-    assert schema.get("required", []) == sorted(defn.args)
+    required = [n for n, a in defn.args.items() if a.required or strict]
+    assert schema.get("required", []) == required
     assert all(ANTHROPIC_KEY.fullmatch(key) for key in schema["properties"])
+    for name, arg in defn.args.items():
+        prop = schema["properties"][name]
+        assert "default" not in prop and prop["description"].startswith(arg.description)
+        nullable = strict and not arg.required
+        json_type = JSON_TYPES[arg.type]
+        assert prop["type"] == ([json_type, "null"] if nullable else json_type)
+        if strict:
+            assert set(prop) <= OPENAI_STRICT_KEYS
+        if "enum" in prop:
+            assert prop["enum"] == [*(arg.choices or ()), *([None] if nullable else [])]
     validator = jsonschema.Draft202012Validator(schema)
-    call = {name: "7" for name in defn.args}
-    assert validator.is_valid(call)
-    assert not validator.is_valid({**call, "confirmed": "true"})
-    if defn.args:
-        assert not validator.is_valid(dict(list(call.items())[1:]))
-        assert not validator.is_valid({**call, next(iter(call)): 7})
+    assert not validator.is_valid({"confirmed": True})
+    if strict:
+        # What OpenAI's own SDK makes of a schema for strict mode changes nothing here.
+        strict_form = _ensure_strict_json_schema(copy.deepcopy(schema), path=(), root={})
+        if not schema["properties"]:
+            assert strict_form.pop("required") == []  # the contract leaves it out for no args
+        assert strict_form == schema
+
+
+def check_values(schema: dict[str, Any], defn: ToolDef, values: dict[str, Any]) -> None:
+    """A value dispatch accepts is valid for the schema; one the schema allows, dispatch takes.
+
+    (Except what only the description says, and `2.0` for an integer, which JSON
+    Schema allows and dispatch refuses: no silent coercion.)
+    """
+    for name, value in values.items():
+        arg = defn.args[name]
+        try:
+            accept(arg, value)
+        except Invalid:
+            accepted = False
+        else:
+            accepted = True
+        sub = jsonschema.Draft202012Validator(schema["properties"][name])
+        if accepted:
+            assert sub.is_valid(value), (name, value)
+        elif sub.is_valid(value) and value is not None:
+            assert arg.type is int and isinstance(value, float), (name, value)
 
 
 def check_description(description: str, defn: ToolDef) -> None:
@@ -229,6 +281,7 @@ def check_description(description: str, defn: ToolDef) -> None:
 
 
 def check_anthropic(schema: dict[str, Any], defn: ToolDef) -> None:
+    pydantic.TypeAdapter(ToolParam).validate_python(schema)
     assert set(schema) == {"name", "description", "input_schema"}
     assert ANTHROPIC_NAME.fullmatch(schema["name"])
     check_description(schema["description"], defn)
@@ -236,23 +289,30 @@ def check_anthropic(schema: dict[str, Any], defn: ToolDef) -> None:
 
 
 def check_openai(schema: dict[str, Any], defn: ToolDef) -> None:
+    pydantic.TypeAdapter(ChatCompletionFunctionToolParam).validate_python(schema)
     assert set(schema) == {"type", "function"} and schema["type"] == "function"
     function = schema["function"]
     assert set(function) == {"name", "description", "parameters", "strict"}
     assert OPENAI_NAME.fullmatch(function["name"]) and function["strict"] is True
     check_description(function["description"], defn)
-    check_input_schema(function["parameters"], defn)
+    check_input_schema(function["parameters"], defn, strict=True)
 
 
 def check_openai_responses(schema: dict[str, Any], defn: ToolDef) -> None:
+    pydantic.TypeAdapter(FunctionToolParam).validate_python(schema)
     assert set(schema) == {"type", "name", "description", "parameters", "strict"}
     assert schema["type"] == "function" and schema["strict"] is True
     assert OPENAI_NAME.fullmatch(schema["name"])
     check_description(schema["description"], defn)
-    check_input_schema(schema["parameters"], defn)
+    check_input_schema(schema["parameters"], defn, strict=True)
 
 
 def check_gemini(schema: dict[str, Any], defn: ToolDef) -> None:
+    declaration = genai.FunctionDeclaration.model_validate(schema)  # unknown fields refused
+    dumped = declaration.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for sub in walk(dumped["parameters"]) if "parameters" in dumped else ():
+        sub["type"] = sub["type"].lower()  # the SDK's enum spells the types in capitals
+    assert dumped == schema  # nothing dropped or renamed on the way through the SDK's model
     assert set(schema) <= {"name", "description", "parameters"}
     assert GEMINI_NAME.fullmatch(schema["name"])
     check_description(schema["description"], defn)
@@ -263,8 +323,9 @@ def check_gemini(schema: dict[str, Any], defn: ToolDef) -> None:
     assert parameters["type"] == "object" and parameters["properties"]
     for sub in walk(parameters):
         assert set(sub) <= GEMINI_SCHEMA_KEYS and sub["type"] in GEMINI_TYPES
+        assert all(isinstance(choice, str) for choice in sub.get("enum", []))
     assert all(VERTEX_KEY.fullmatch(key) for key in parameters["properties"])
-    assert parameters["required"] == sorted(defn.args)
+    assert parameters.get("required", []) == [n for n, a in defn.args.items() if a.required]
 
 
 def check_mcp(schema: dict[str, Any], defn: ToolDef) -> None:
@@ -309,22 +370,37 @@ words = st.text(st.characters(codec="utf-8"), max_size=40)
 
 @st.composite
 def declarations(draw: st.DrawFn) -> tuple[str, str, str]:
+    """An action's TOOL as source text: plain descriptions and `rastrillo.Arg(...)` mixed."""
     method = draw(st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]))
     access = "ToolRead" if method == "GET" else "ToolWrite"
     params = draw(st.lists(arg_names, max_size=3, unique=True))
     parts = draw(st.lists(segments, min_size=1, max_size=4))
     path = "/" + "/".join(parts + ["{" + p + "}" for p in params])
     names = params + draw(st.lists(arg_names, max_size=4))
-    args = {name: draw(words) for name in dict.fromkeys(names)}
+    declared: dict[str, Arg | str] = {}
+    for name in dict.fromkeys(names):
+        if draw(st.booleans()):
+            declared[name] = draw(words)
+        elif name in params:
+            declared[name] = draw(
+                strategies.args().filter(lambda a: a.required and a.type is not bool)
+            )
+        else:
+            declared[name] = draw(strategies.args())
     description = draw(words.filter(str.strip))
-    used = draw(st.lists(st.sampled_from(sorted(args)), max_size=3)) if args else []
+    placeable = sorted(n for n, a in declared.items() if isinstance(a, str) or a.required)
+    used = draw(st.lists(st.sampled_from(placeable), max_size=3)) if placeable else []
     confirm = "Really? " + " ".join("{" + n + "}" for n in used)
+    entries = ", ".join(
+        f"{name!r}: {arg!r}" if isinstance(arg, str) else f"{name!r}: rastrillo.{arg!r}"
+        for name, arg in declared.items()
+    )
     code = (
         "import rastrillo\n"
         "TOOL = rastrillo.Tool(\n"
         f"    description={description!r},\n"
         f"    access=rastrillo.{access},\n"
-        f"    args={args!r},\n"
+        f"    args={{{entries}}},\n"
         f"    confirm={confirm!r},\n"
         ")\n"
     )
@@ -332,19 +408,25 @@ def declarations(draw: st.DrawFn) -> tuple[str, str, str]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(declarations(), max_size=5))
+@given(st.lists(declarations(), max_size=5), st.data())
 def test_any_registry_generate_accepts_is_valid_for_every_provider(
-    declared: list[tuple[str, str, str]],
+    declared: list[tuple[str, str, str]], data: st.DataObject
 ) -> None:
     defs = []
     for code, method, path in declared:
         if len(tool_id(method, path)) > 64:
             continue
         defn, problems = read_tool(ast.parse(code), "actions/x.py", method, path)
-        assert problems == [] and defn is not None
+        assert problems == [] and defn is not None, problems
         defs.append(defn)
     for fmt in FORMATS:
         rendered = schemas(defs, fmt)
         assert json.loads(schemas_json(defs, fmt)) == rendered
         for schema, defn in zip(rendered, defs, strict=True):
             CHECKS[fmt](schema, defn)
+    for defn, schema in zip(defs, schemas(defs, "mcp"), strict=True):
+        values = {
+            name: data.draw(strategies.values_for(arg) | strategies.JSON_VALUES)
+            for name, arg in defn.args.items()
+        }
+        check_values(schema["inputSchema"], defn, values)
