@@ -1,4 +1,4 @@
-"""Time `rastrillo.tools.schemas` for 1,000 synthetic tools in all five formats.
+"""Time `rastrillo.tools.schemas` for 1,000 synthetic tools with mixed typed args, five formats.
 
 Goal: all five formats for 1,000 tools in at most 50 ms in total, in one
 process after import, so an app can render its tool list on every model turn
@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from rastrillo.registry.declare import ToolDef, ToolRead, ToolWrite
+from rastrillo.registry.declare import Arg, ToolDef, ToolRead, ToolWrite
 from rastrillo.tools import FORMATS, schemas, schemas_json
 
 TOOLS = 1_000
@@ -23,8 +23,18 @@ REPEAT = 30
 GOAL_MS = 50.0
 
 
+TYPED = [
+    ("quantity", Arg("how many", type=int, minimum=1, maximum=10)),
+    ("seat", Arg("where to sit", choices=["aisle", "window", "any"], required=False)),
+    ("price", Arg("at most this price", type=float, minimum=0, required=False)),
+    ("gift", Arg("wrap it", type=bool, required=False)),
+    ("note", Arg("a note", required=False, max_length=200, pattern="^[^<>]*$")),
+]
+"""One of each typed, optional or constrained kind; each tool takes two of them."""
+
+
 def registry(count: int = TOOLS) -> list[ToolDef]:
-    """Half reads, half writes, three args each, descriptions of a realistic size."""
+    """Half reads, half writes; three args each, a plain id and two typed ones in turn."""
     defs = []
     for i in range(count):
         write = i % 2 == 1
@@ -35,7 +45,7 @@ def registry(count: int = TOOLS) -> list[ToolDef]:
                 path=f"/things-{i}/{{id}}" + ("/cancel" if write else ""),
                 description=f"Do the thing number {i} to one order, and say what happened. " * 2,
                 access=ToolWrite if write else ToolRead,
-                args={"id": "the order id", "reason": "why it is done", "note": "a note"},
+                args={"id": "the order id", **dict((TYPED * 2)[i % 5 : i % 5 + 2])},
                 confirm="Do thing {id} because {reason}?" if write else "",
                 source=f"actions/things-{i}/[id].py",
             )

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "ARG_TYPES",
@@ -74,6 +75,8 @@ class Arg:
         init=False, repr=False, compare=False, default=()
     )
     """The constraint fields set (choices, bounds, lengths, pattern), in declaration order."""
+    rendered: dict[object, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
+    """Each schema format's rendering of this arg, kept by `rastrillo.registry.schemas`."""
 
     def __post_init__(self) -> None:
         if isinstance(self.choices, list):
@@ -246,6 +249,15 @@ class ArgMap(Mapping[str, Arg]):
 
     def __getitem__(self, key: str) -> Arg:
         return self._items[key]
+
+    def keys(self) -> KeysView[str]:
+        return self._items.keys()
+
+    def values(self) -> ValuesView[Arg]:
+        return self._items.values()
+
+    def items(self) -> ItemsView[str, Arg]:
+        return self._items.items()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

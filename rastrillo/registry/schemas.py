@@ -65,14 +65,35 @@ def _everything(arg: Arg) -> frozenset[str]:
 def _property(
     arg: Arg, native: Callable[[Arg], frozenset[str]], *, nullable: bool = False
 ) -> Schema:
-    """One arg's schema: its type, the constraints the format carries, the rest in words."""
-    json_type: str | list[str] = _JSON_TYPE[arg.type]
-    if nullable:
-        json_type = [json_type, "null"]
+    """One arg's schema: its type, the constraints the format carries, the rest in words.
+
+    A constrained arg's rendering is kept on the arg (it is frozen) and copied
+    out, so a registry renders on every model turn at the cost of the copies.
+    """
     if not arg.constraints:
-        return {"type": json_type, "description": arg.description}
+        json_type = _JSON_TYPE[arg.type]
+        return {
+            "type": [json_type, "null"] if nullable else json_type,
+            "description": arg.description,
+        }
+    template = arg.rendered.get((native, nullable))
+    if template is None:
+        template = arg.rendered[native, nullable] = _render(arg, native, nullable)
+    prop = template.copy()
+    if nullable:
+        prop["type"] = prop["type"].copy()
+    if "enum" in prop:
+        prop["enum"] = prop["enum"].copy()
+    return prop
+
+
+def _render(arg: Arg, native: Callable[[Arg], frozenset[str]], nullable: bool) -> Schema:
     kinds = native(arg)
-    prop: Schema = {"type": json_type, "description": arg.description}
+    json_type = _JSON_TYPE[arg.type]
+    prop: Schema = {
+        "type": [json_type, "null"] if nullable else json_type,
+        "description": arg.description,
+    }
     described = []
     for field_name, value in arg.constraints:
         if field_name not in kinds:
@@ -84,16 +105,19 @@ def _property(
     if described:
         words = "; ".join(phrases(arg, described))
         prop["description"] = f"{arg.description} ({words})" if arg.description else words
+    if native is _gemini_native and "enum" in prop:
+        prop = {"type": prop.pop("type"), "format": "enum", **prop}  # Gemini's enum form
     return prop
 
 
 def _input_schema(defn: ToolDef) -> Schema:
     """JSON Schema for the args: optional args left out of `required`, nothing else allowed."""
+    args = defn.args
     schema: Schema = {
         "type": "object",
-        "properties": {name: _property(arg, _everything) for name, arg in defn.args.items()},
+        "properties": {name: _property(arg, _everything) for name, arg in args.items()},
     }
-    required = [name for name, arg in defn.args.items() if arg.required]  # ArgMap iterates sorted
+    required = [name for name, arg in args.items() if arg.required]  # ArgMap iterates sorted
     if required:
         schema["required"] = required
     schema["additionalProperties"] = False
@@ -102,15 +126,16 @@ def _input_schema(defn: ToolDef) -> Schema:
 
 def _strict_schema(defn: ToolDef) -> Schema:
     """OpenAI strict mode: every property required, an optional one nullable."""
+    args = defn.args
     schema: Schema = {
         "type": "object",
         "properties": {
             name: _property(arg, _openai_native, nullable=not arg.required)
-            for name, arg in defn.args.items()
+            for name, arg in args.items()
         },
     }
-    if defn.args:
-        schema["required"] = list(defn.args)
+    if args:
+        schema["required"] = list(args)
     schema["additionalProperties"] = False
     return schema
 
@@ -150,15 +175,11 @@ def _gemini(defn: ToolDef) -> Schema:
     into the description.
     """
     declaration: Schema = {"name": defn.id, "description": _description(defn)}
-    if defn.args:
-        properties = {}
-        for name, arg in defn.args.items():
-            prop = _property(arg, _gemini_native)
-            if "enum" in prop:
-                prop = {"type": prop.pop("type"), "format": "enum", **prop}
-            properties[name] = prop
+    args = defn.args
+    if args:
+        properties = {name: _property(arg, _gemini_native) for name, arg in args.items()}
         parameters: Schema = {"type": "object", "properties": properties}
-        required = [name for name, arg in defn.args.items() if arg.required]
+        required = [name for name, arg in args.items() if arg.required]
         if required:
             parameters["required"] = required
         declaration["parameters"] = parameters
