@@ -1,4 +1,8 @@
-"""``rastrillo audit``: print the log of what agents did, newest first."""
+"""``rastrillo audit``: print the log of what agents did, newest first.
+
+It only reads: the app's database is neither migrated nor seeded, and a
+database that does not exist yet is not created.
+"""
 
 from __future__ import annotations
 
@@ -16,15 +20,29 @@ def add_audit_parser(sub: Any) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from ..app import handler
     from ..loader import load_options
+    from ..storage import Database
     from ..tools.audit import latest
 
-    app = handler(load_options(args.app))
-    rows = latest(app.db, limit=args.limit, user_id=args.user)
-    app.db.dispose()
+    url = load_options(args.app).database_url()
+    rows = []
+    if _may_exist(url):
+        db = Database(url)
+        try:
+            rows = latest(db, limit=args.limit, user_id=args.user)
+        finally:
+            db.dispose()
     if not rows:
         print("no tool calls yet")
     for row in rows:
         print(row)
     return 0
+
+
+def _may_exist(url: str) -> bool:
+    """False for a SQLite file that is not there (opening it would create it)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    file = parsed.database
+    return parsed.get_backend_name() != "sqlite" or not file or Path(file).is_file()
