@@ -25,7 +25,7 @@ from openai.lib._pydantic import _ensure_strict_json_schema
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam
 
-from rastrillo.generate.tools import read_tool
+from rastrillo.generate.read import read_tool
 from rastrillo.registry.declare import Access, Arg, ToolDef, ToolRead, ToolWrite, tool_id
 from rastrillo.registry.validate import Invalid, accept
 from rastrillo.tools import FORMATS, schemas, schemas_json

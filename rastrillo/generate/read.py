@@ -1,0 +1,251 @@
+"""Read an action's `TOOL` statically into a registry entry.
+
+The action is never imported: generate must be safe to run on any checkout,
+and a declaration made only of literals is one a reviewer can read at a glance.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from rastrillo.errors import Problem
+from rastrillo.registry.declare import Access, Arg, ToolDef, arg_problems, tool_id
+
+from .rules import Declared, Refuse, check_tool
+
+__all__ = ["read_tool"]
+
+_ACCESS = {
+    "rastrillo.ToolRead": Access.READ,
+    "rastrillo.ToolWrite": Access.WRITE,
+    "rastrillo.Access.READ": Access.READ,
+    "rastrillo.Access.WRITE": Access.WRITE,
+}
+_STRING_FIELDS = ("description", "confirm")
+
+
+def read_tool(
+    tree: ast.Module, source: str, method: str, path: str
+) -> tuple[ToolDef | None, list[Problem]]:
+    """The `TOOL` of one action file as a registry entry, with every rule it breaks.
+
+    `(None, [])` when the file declares no tool. The def is returned whenever
+    `TOOL` could be read, even if it breaks a rule, so that cross-tool checks
+    can still name it; generate fails on any problem.
+    """
+    problems: list[Problem] = []
+
+    def refuse(line: int, message: str) -> None:
+        problems.append(Problem(file=source, line=line, message=message))
+
+    call = _find_tool_call(tree, refuse)
+    if call is None:
+        return None, problems
+    declared = _read_call(call, _imports(tree), refuse)
+    readable = not problems
+    check_tool(declared, method, path, refuse)
+    if not readable:
+        return None, problems
+    assert declared.description is not None and declared.access is not None
+    assert declared.args is not None and declared.confirm is not None
+    defn = ToolDef(
+        id=tool_id(method, path),
+        method=method,
+        path=path,
+        description=declared.description,
+        access=declared.access,
+        args=declared.args,
+        confirm=declared.confirm,
+        source=source,
+    )
+    return defn, problems
+
+
+def _find_tool_call(tree: ast.Module, refuse: Refuse) -> ast.Call | None:
+    values = [
+        node.value
+        for node in tree.body
+        if (isinstance(node, ast.Assign) and any(map(_is_tool_name, node.targets)))
+        or (isinstance(node, ast.AnnAssign) and _is_tool_name(node.target) and node.value)
+    ]
+    if len(values) > 1:
+        for value in values[1:]:
+            refuse(value.lineno, "TOOL is assigned more than once; an action declares one tool")
+        return None
+    if not values:
+        return None
+    value = values[0]
+    if isinstance(value, ast.Call) and _dotted(value.func, _imports(tree)) == "rastrillo.Tool":
+        return value
+    refuse(value.lineno, "TOOL must be rastrillo.Tool(...) called with literal arguments")
+    return None
+
+
+def _is_tool_name(target: ast.expr) -> bool:
+    return isinstance(target, ast.Name) and target.id == "TOOL"
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    """Local name → dotted name, for the module-level imports."""
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def _dotted(node: ast.expr, imports: dict[str, str]) -> str | None:
+    """`rastrillo.ToolWrite` for a name or attribute, however it was imported."""
+    if isinstance(node, ast.Name):
+        name = imports.get(node.id, node.id)
+    elif isinstance(node, ast.Attribute) and (base := _dotted(node.value, imports)):
+        name = f"{base}.{node.attr}"
+    else:
+        return None
+    return name.replace("rastrillo.registry.declare.", "rastrillo.", 1)
+
+
+def _string(node: ast.expr) -> str | None:
+    """The value of a string literal (adjacent literals included), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _read_call(call: ast.Call, imports: dict[str, str], refuse: Refuse) -> Declared:
+    declared = Declared(line=call.lineno)
+    if call.args:
+        refuse(call.args[0].lineno, "rastrillo.Tool takes keyword arguments only")
+    for keyword in call.keywords:
+        name, value = keyword.arg, keyword.value
+        if name is None:
+            refuse(value.lineno, "rastrillo.Tool takes no **mapping; write each field out")
+            continue
+        declared.lines[name] = value.lineno
+        if name in _STRING_FIELDS:
+            text = _string(value)
+            if text is None:
+                refuse(value.lineno, f"{name} must be a string literal")
+            setattr(declared, name, text)
+        elif name == "access":
+            declared.access = _ACCESS.get(_dotted(value, imports) or "")
+            if declared.access is None:
+                refuse(value.lineno, "access must be rastrillo.ToolRead or rastrillo.ToolWrite")
+        elif name == "args":
+            declared.args = _read_args(value, declared.arg_lines, imports, refuse)
+        else:
+            refuse(
+                value.lineno,
+                f"rastrillo.Tool has no field {name!r}; "
+                "it takes description, access, args and confirm",
+            )
+    if "description" not in declared.lines:
+        refuse(call.lineno, "TOOL needs a description")
+    return declared
+
+
+def _read_args(
+    node: ast.expr, lines: dict[str, int], imports: dict[str, str], refuse: Refuse
+) -> dict[str, Arg | str] | None:
+    """The readable entries of a literal dict of name → description or `rastrillo.Arg(...)`.
+
+    None if `args` is not a dict literal. Every readable name goes into
+    `lines`, declaration readable or not, so the rules about names still see it.
+    """
+    if not isinstance(node, ast.Dict):
+        refuse(node.lineno, "args must be a dict literal of names to descriptions or rastrillo.Arg")
+        return None
+    args: dict[str, Arg | str] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        name = None if key is None else _string(key)
+        if key is None:
+            refuse(value.lineno, "args cannot unpack another mapping with **")
+        elif name is None:
+            refuse(key.lineno, "each arg name must be a string literal")
+        elif name in lines:
+            refuse(key.lineno, f"arg {name!r} is declared twice")
+        else:
+            lines[name] = key.lineno
+            arg = _read_arg(value, name, imports, refuse)
+            if arg is not None:
+                args[name] = arg
+    return args
+
+
+_ARG_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
+_ARG_KEYWORDS = (
+    "description",
+    "type",
+    "required",
+    "choices",
+    "minimum",
+    "maximum",
+    "min_length",
+    "max_length",
+    "pattern",
+)
+
+
+def _read_arg(
+    node: ast.expr, name: str, imports: dict[str, str], refuse: Refuse
+) -> Arg | str | None:
+    """One arg: a description string literal, or `rastrillo.Arg(...)` of literals only.
+
+    Every inconsistency of an `Arg` is refused at the line of the field at fault.
+    """
+    text = _string(node)
+    if text is not None:
+        return text
+    if not (isinstance(node, ast.Call) and _dotted(node.func, imports) == "rastrillo.Arg"):
+        refuse(
+            node.lineno,
+            f"arg {name!r} must be a description string literal or rastrillo.Arg(...)",
+        )
+        return None
+    fields: dict[str, object] = {}
+    lines: dict[str, int] = {}
+    readable = True
+    for position, value in enumerate(node.args):
+        if position or isinstance(value, ast.Starred):
+            refuse(value.lineno, f"rastrillo.Arg for {name!r} takes its description, then keywords")
+            readable = False
+        else:
+            fields["description"], lines["description"] = _string(value), value.lineno
+    for keyword in node.keywords:
+        field_name, value = keyword.arg, keyword.value
+        if field_name not in _ARG_KEYWORDS:
+            refuse(
+                value.lineno,
+                f"rastrillo.Arg for {name!r} has no field {field_name!r}; it takes "
+                + ", ".join(_ARG_KEYWORDS),
+            )
+            readable = False
+            continue
+        lines[field_name] = value.lineno
+        if field_name == "type":
+            kind = value.id if isinstance(value, ast.Name) else None
+            fields["type"] = _ARG_TYPES.get(kind or "", kind or ast.unparse(value))
+            continue
+        try:
+            fields[field_name] = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            refuse(value.lineno, f"{field_name} of arg {name!r} must be a literal")
+            readable = False
+    if not isinstance(fields.get("description"), str):
+        refuse(
+            lines.get("description", node.lineno),
+            f"arg {name!r} needs a description string literal",
+        )
+        readable = False
+    description = fields.pop("description", None)
+    for field_name, message in arg_problems(**fields):
+        refuse(lines.get(field_name, node.lineno), f"arg {name!r}: {message}")
+        readable = False
+    if not readable:
+        return None
+    return Arg(description, **fields)  # type: ignore[arg-type]
