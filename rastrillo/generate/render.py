@@ -90,7 +90,10 @@ def _arg_entry(name: str, arg: Arg) -> list[str]:
 
 
 def _value_literal(value: object) -> str:
-    return py_literal(value) if isinstance(value, str) else repr(value)
+    """A choice or bound as Python source; `1e16`, not `1e+16`, as ruff writes it."""
+    if isinstance(value, str):
+        return py_literal(value)
+    return repr(value).replace("e+", "e")
 
 
 def py_literal(text: str) -> str:

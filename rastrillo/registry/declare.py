@@ -130,8 +130,8 @@ _DEFAULTS: dict[str, object] = {"type": str, "required": True} | dict.fromkeys(_
 
 
 def type_name(kind: object) -> str:
-    """`int` for the type `int`: how a declaration names it."""
-    return getattr(kind, "__name__", repr(kind))
+    """`int` for the type `int`: how a declaration names it (a name read as text stays)."""
+    return kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
 
 
 def _is_number(value: object) -> bool:
