@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import math
 import threading
 import time
 import weakref
@@ -69,7 +70,7 @@ class AuditRecord:
     actor: str
     """``agent:<name>`` as given, even when the call was refused for it."""
     user_id: str | None
-    args: dict[str, str]
+    args: dict[str, Any]
     approval_id: str | None = None
     approved_by: str | None = None
     approved_at: datetime | None = None
@@ -161,8 +162,16 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     return [_record(row) for row in rows]
 
 
-def _printable(args: Mapping[Any, Any]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in args.items()}
+def _printable(args: Mapping[Any, Any]) -> dict[str, Any]:
+    """The args as JSON keeps them: strings, bools, integers and finite numbers as they are
+    (so a typed `2` is not recorded as `"2"`), anything else as text."""
+    return {_text(k): _json_scalar(v) for k, v in args.items()}
+
+
+def _json_scalar(value: Any) -> Any:
+    if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return _text(value)
 
 
 def _text(value: Any) -> str:

@@ -178,3 +178,62 @@ def test_an_expired_approval_is_refused(person: Person, app: App) -> None:
     expect_order(page, "paid")
     page.goto(approval)
     expect(page.locator(".state")).to_contain_text("This request expired before it was run")
+
+
+def test_typed_args_from_the_console_to_the_approval_page(person: Person) -> None:
+    page = person(viewport=PHONE)
+    sign_in(page, ALICE)
+    page.goto("/_rastrillo/console")
+    buy = page.locator("form", has=page.get_by_role("button", name="Call events_id_buy_post"))
+    expect(buy.get_by_label("quantity")).to_have_attribute("type", "number")
+    expect(buy.get_by_label("quantity")).to_have_attribute("step", "1")
+    orders = page.locator("form", has=page.get_by_role("button", name="Call orders_get"))
+    status = orders.get_by_label("status")
+    expect(status.locator("option")).to_have_text(["(leave out)", "held", "paid", "cancelled"])
+
+    status.select_option("cancelled")
+    orders.get_by_role("button", name="Call orders_get").click()
+    result = page.locator("#result")
+    expect(result.locator(".status")).to_have_text("200")
+    expect(result.locator(".body")).to_contain_text('"orders": []')
+    expect(page.locator(".audit li").first).to_contain_text('orders_get(status="cancelled")')
+
+    orders = page.locator("form", has=page.get_by_role("button", name="Call orders_get"))
+    expect(orders.get_by_label("status")).to_have_value("cancelled")  # the form keeps the call
+    orders.get_by_label("status").select_option("")  # left out: every order
+    orders.get_by_role("button", name="Call orders_get").click()
+    expect(result.locator(".body")).to_contain_text('"status": "paid"')
+    expect(page.locator(".audit li").first).to_contain_text("orders_get()")
+
+    call_tool(page, "events_id_buy_post", id="1", quantity="2")
+    expect(result.locator(".sentence")).to_have_text("Buy 2 ticket(s) for event 1?")
+    expect(page.locator(".audit li").first).to_contain_text(
+        'events_id_buy_post(id="1", quantity=2)'
+    )
+    result.get_by_role("link", name="Review it on the approval page").click()
+    expect(page.get_by_role("row", name="quantity whole number 2")).to_be_visible()
+    expect(page.get_by_role("row", name='id text "1"')).to_be_visible()
+    expect_fits(page)
+    page.screenshot(path=ARTIFACTS / "approval-page-typed-args.png", full_page=True)
+    page.get_by_role("button", name="Approve").click()
+    page.get_by_role("link", name="Tool console").click()
+    page.get_by_role("button", name="Run the approved call").click()
+    expect(result.locator(".status")).to_have_text("201")
+    expect(result.locator(".body")).to_contain_text('"quantity": 2')
+
+
+def test_a_person_buys_with_the_same_checks(person: Person) -> None:
+    page = person()
+    sign_in(page, ALICE, then="/events/2")
+    quantity = page.get_by_label("Tickets (1 to 10)")
+    expect(quantity).to_have_attribute("type", "number")
+    quantity.fill("3")
+    page.get_by_role("button", name="Buy").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"^Order #\d+$"))
+    expect(page.locator("main")).to_contain_text("3")
+    page.goto("/orders?status=held")
+    expect(page.get_by_role("link", name="held", exact=True)).to_have_attribute(
+        "aria-current", "page"
+    )
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(page.locator("tbody")).to_contain_text("Chess Open, day one")
