@@ -34,6 +34,7 @@ from sqlalchemy import (
     TypeDecorator,
     create_engine,
     event,
+    inspect,
     select,
     text,
 )
@@ -77,7 +78,7 @@ migrations_table = Table(
     Column("applied_at", Instant, nullable=False),
 )
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_\-]+\.sql$")
+_MIGRATION_NAME = re.compile(r"(\d{4})_[A-Za-z0-9_\-]+\.sql")
 _BUSY_TIMEOUT_MS = 10_000
 
 
@@ -144,24 +145,31 @@ class Database:
     def open(self, migrations_dir: Path | None = None) -> None:
         """Create the framework's tables, then apply the app's pending migrations.
 
-        Both happen in write transactions, so a web process and a sidecar
-        opening a new database at the same moment do not race.
+        When nothing is missing, this only reads: a process starts even while
+        another holds the write lock for long. Otherwise both happen in write
+        transactions, so a web process and a sidecar opening a new database
+        at the same moment do not race.
         """
+        files = migration_files(migrations_dir) if migrations_dir is not None else []
+        if self._is_current(files):
+            return
         with self.write() as conn:
             METADATA.create_all(conn)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
 
+    def _is_current(self, files: list[Path]) -> bool:
+        """Every framework table exists and every migration file is applied."""
+        with self.read() as conn:
+            tables = set(inspect(conn).get_table_names())
+            if not METADATA.tables.keys() <= tables:
+                return False
+            done = set(conn.execute(select(migrations_table.c.name)).scalars())
+        return all(path.name in done for path in files)
+
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply every ``NNNN_name.sql`` not applied before, in order; return their names."""
-        if not migrations_dir.is_dir():
-            return []
-        files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
-        bad = [p.name for p in files if not _MIGRATION_NAME.match(p.name)]
-        if bad:
-            raise ConfigError(
-                f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"
-            )
+        files = migration_files(migrations_dir)
         applied: list[str] = []
         with self.write() as conn:
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
@@ -178,6 +186,19 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def migration_files(migrations_dir: Path) -> list[Path]:
+    """The ``NNNN_name.sql`` files of a folder in order; a `ConfigError` for a misnamed one."""
+    if not migrations_dir.is_dir():
+        return []
+    files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
+    bad = [p.name for p in files if not _MIGRATION_NAME.fullmatch(p.name)]
+    if bad:
+        raise ConfigError(
+            f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"
+        )
+    return files
 
 
 def split_sql(script: str) -> list[str]:
