@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 import sqlparse
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Connection,
     DateTime,
     Dialect,
@@ -38,6 +39,7 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
@@ -242,6 +244,31 @@ def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_on_begin(conn: Connection) -> None:
     write = conn.get_execution_options().get("rastrillo_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def upsert(
+    conn: Connection,
+    table: Table,
+    values: Mapping[str, Any],
+    *,
+    key: Sequence[str],
+    where: ColumnElement[bool] | None = None,
+) -> bool:
+    """Insert a row, or update the row with the same ``key`` (and only if ``where`` holds).
+
+    The framework's one upsert: ``INSERT … ON CONFLICT DO UPDATE`` in one
+    statement, on SQLite and PostgreSQL alike, so no reader ever sees the row
+    missing and two writers never both insert. True when a row was written.
+    """
+    insert = sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert
+    statement = insert(table).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=list(key),
+        set_={name: statement.excluded[name] for name in values if name not in key},
+        where=where,
+    )
+    written = statement.returning(*(table.c[name] for name in key))
+    return conn.execute(written).first() is not None
 
 
 def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[dict[str, Any]]:
