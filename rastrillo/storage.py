@@ -12,6 +12,7 @@ app's ``migrations/NNNN_name.sql`` files, once each, in order.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,9 +42,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
-from .errors import ConfigError
+from .errors import ConfigError, RastrilloError
 
 
 class Instant(TypeDecorator[datetime]):
@@ -84,6 +86,10 @@ _MIGRATION_NAME = re.compile(r"(\d{4})_[A-Za-z0-9_\-]+\.sql")
 _BUSY_TIMEOUT_MS = 10_000
 
 
+class DatabaseUnavailable(RastrilloError):
+    """The database cannot serve this process now; the message says why."""
+
+
 def database_url(db: str) -> str:
     """Accept a SQLAlchemy URL or a plain SQLite file path."""
     return db if "://" in db else f"sqlite:///{db}"
@@ -103,13 +109,18 @@ class Database:
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = threading.Lock()
+        self._file: Path | None = None
+        self._file_identity: tuple[int, int] | None = None
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                self._file = Path(parsed.database).resolve()
+                self._file.parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(
                 self.url, connect_args={"check_same_thread": False, "timeout": 10}
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "do_connect", self._before_connect)
+            event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
             self.engine = create_engine(self.url, pool_pre_ping=True)
@@ -124,10 +135,52 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A serialised write transaction: commits on success, rolls back on error."""
+        self._check_file()
         with self._write_lock, self.engine.connect() as conn:
             conn = conn.execution_options(rastrillo_write=True)
             with conn.begin():
                 yield conn
+
+    def check(self) -> None:
+        """Raise `DatabaseUnavailable` when the database cannot serve this process.
+
+        That is: no answer to a query, or (SQLite) the file this process opened
+        was deleted or replaced since. For a readiness check; the sidecar asks
+        before every pass.
+        """
+        self._check_file()
+        try:
+            with self.read() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except SQLAlchemyError as exc:
+            raise DatabaseUnavailable(f"the database does not answer: {exc}") from exc
+
+    def _check_file(self) -> None:
+        """SQLite: the file is still the one first opened. Were it deleted, open
+        connections would go on writing into a file nobody else sees, and a new
+        connection would start an empty database beside it: both are refused."""
+        if self._file is None or self._file_identity is None:
+            return
+        try:
+            found = os.stat(self._file)
+        except FileNotFoundError:
+            raise DatabaseUnavailable(
+                f"the database file {self._file} was deleted while in use; "
+                "restore it and restart the process"
+            ) from None
+        if (found.st_dev, found.st_ino) != self._file_identity:
+            raise DatabaseUnavailable(
+                f"the database file {self._file} was replaced while in use; "
+                "restart the process to use the new file"
+            )
+
+    def _before_connect(self, *_args: Any) -> None:
+        self._check_file()
+
+    def _remember_file(self, _dbapi_connection: Any, _record: Any) -> None:
+        if self._file is not None and self._file_identity is None:
+            found = os.stat(self._file)
+            self._file_identity = (found.st_dev, found.st_ino)
 
     def query(self, sql: str, /, **params: Any) -> Sequence[Row[Any]]:
         """Run one read query and return all its rows."""

@@ -113,8 +113,10 @@ def test_the_loop_records_a_failure_with_the_retry_as_next_due(
 
 
 def test_a_holder_that_loses_the_lease_mid_pass_asks_the_pass_to_stop(
-    db: Database, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    db = Database(str(tmp_path / "system-clock.db"))  # the loop renews on real time here
+    db.open()
     thief = Lease(db, ttl=60)
     told_to_stop: list[bool] = []
 
