@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unicodedata import east_asian_width
+
 from rastrillo.registry.declare import Access, Arg, ToolDef, type_name
 
 __all__ = [
@@ -43,9 +45,14 @@ def render_tools_module(defs: list[ToolDef]) -> str:
         "    return list(_TOOLS)",
         "",
     ]
-    if max(map(len, lines)) > _LINE_LENGTH:
+    if max(map(_width, lines)) > _LINE_LENGTH:
         lines.insert(0, "# ruff: noqa: E501")
     return "\n".join([HEADER, *lines])
+
+
+def _width(line: str) -> int:
+    """Columns as ruff counts them: an East Asian wide or full-width character takes two."""
+    return sum(2 if east_asian_width(c) in "WF" else 1 for c in line)
 
 
 def _entry(defn: ToolDef) -> list[str]:
