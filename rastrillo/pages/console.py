@@ -18,7 +18,6 @@ import json
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -65,7 +64,9 @@ class Outcome:
     @property
     def approval_path(self) -> str | None:
         """The approval page's path (not the absolute URL, which names the configured origin)."""
-        return urlsplit(self.error.url).path if isinstance(self.error, ConfirmRequired) else None
+        if isinstance(self.error, ConfirmRequired):
+            return consent.approval_path(self.error.approval_id)
+        return None
 
     @property
     def body(self) -> str:
@@ -111,7 +112,7 @@ def console_routes(app: App) -> list[Route]:
             if proposed is None or proposed.user_id != ctx.user_id:
                 return ctx.not_found()
             tool, args = proposed.tool, proposed.args
-            agent = proposed.actor.removeprefix("agent:")
+            agent = proposed.agent or DEFAULT_AGENT
         call = Call(
             tool=tool,
             args=args,
@@ -160,7 +161,7 @@ def _rows(app: App, user_id: str | None) -> list[Row]:
     for record in audit.latest(app.db, AUDIT_ROWS, user_id=user_id):
         who = describe(record.actor, record.user_id, record.approved_by, record.approved_at)
         approval = None
-        if record.approval_id and (record.refusal or "").startswith(ConfirmRequired.__name__):
+        if record.approval_id and record.refusal_kind == ConfirmRequired.__name__:
             approval = consent.get(app.db, record.approval_id)
         rows.append(Row(record, who, approval, approval and approval.state(now)))
     return rows

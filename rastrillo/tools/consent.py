@@ -36,6 +36,7 @@ __all__ = [
     "APPROVAL_PATH",
     "DEFAULT_TTL",
     "ApprovalRecord",
+    "approval_path",
     "decide",
     "digest",
     "get",
@@ -54,6 +55,7 @@ approvals_table = Table(
     Column("args", Text, nullable=False),
     Column("sentence", Text, nullable=False),
     Column("actor", String(128), nullable=False),
+    Column("agent", String(64)),
     Column("user_id", String(255), nullable=False, index=True),
     Column("digest", String(64), nullable=False),
     Column("status", String(16), nullable=False),
@@ -83,11 +85,13 @@ class ApprovalRecord:
     decided_by: str | None
     decided_at: datetime | None
     used_at: datetime | None
+    agent: str | None = None
+    """The name of the agent that proposed the call."""
 
     @property
     def url(self) -> str:
         """The approval page's path; prefix the app's origin for a link."""
-        return APPROVAL_PATH + self.id
+        return approval_path(self.id)
 
     def state(self, now: datetime) -> str:
         """``pending``, ``approved``, ``declined``, ``expired`` or ``used``, as of ``now``."""
@@ -96,6 +100,11 @@ class ApprovalRecord:
         if self.status != "declined" and now >= self.expires_at:
             return "expired"
         return self.status
+
+
+def approval_path(approval_id: str) -> str:
+    """The path of an approval's page (the app's origin makes it a link)."""
+    return APPROVAL_PATH + approval_id
 
 
 def digest(tool: str, args: Mapping[str, str], actor: str, user_id: str, sentence: str) -> str:
@@ -117,6 +126,7 @@ def request_approval(
     actor: str,
     user_id: str,
     ttl: timedelta = DEFAULT_TTL,
+    agent: str | None = None,
 ) -> ApprovalRecord:
     """Record a pending approval for one proposed write and return it."""
     now = db.clock.now()
@@ -126,6 +136,7 @@ def request_approval(
         "args": json.dumps(dict(sorted(args.items())), ensure_ascii=False),
         "sentence": sentence,
         "actor": actor,
+        "agent": agent,
         "user_id": user_id,
         "digest": digest(tool, args, actor, user_id, sentence),
         "status": "pending",
@@ -259,4 +270,5 @@ def _record(row: Mapping[str, Any]) -> ApprovalRecord:
         decided_by=row["decided_by"],
         decided_at=row["decided_at"],
         used_at=row["used_at"],
+        agent=row["agent"],
     )

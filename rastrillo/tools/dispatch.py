@@ -135,8 +135,10 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     user_id: str | None = None
     approval: Approval | None = None
     approval_id = call.approval if isinstance(call.approval, str) else None
+    approval_path: str | None = None
     status: int | None = None
     refusal: str | None = None
+    refusal_kind: str | None = None
     try:
         defn = _check_args(defs, call)
         session = _check_actor(app, defn, call)
@@ -144,17 +146,19 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
         if defn.access is Access.WRITE:
             assert user_id is not None
             approval = _consent(app, defn, call, user_id)
+            approval_path = consent.approval_path(approval.id)
         actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
         marker = ToolCallMarker(actor, call_id, approval, session)
         result = await _run(app, defn, call, marker)
         status = result.status
         return result
     except ConfirmRequired as exc:
-        refusal = exc.audit_note
+        refusal, refusal_kind = exc.audit_note, type(exc).__name__
         approval_id = exc.approval_id
+        approval_path = consent.approval_path(exc.approval_id)
         raise
     except ToolError as exc:
-        refusal = exc.audit_note
+        refusal, refusal_kind = exc.audit_note, type(exc).__name__
         raise
     finally:
         audit.append(
@@ -170,7 +174,14 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
             refusal=refusal,
             duration_ms=(time.perf_counter() - started) * 1000,
             durable=approval is not None,  # an approved write ran: on disk before we return
+            agent=_agent_name(call.actor),
+            approval_path=approval_path,
+            refusal_kind=refusal_kind,
         )
+
+
+def _agent_name(actor: object) -> str | None:
+    return actor.name if isinstance(actor, Actor) and actor.is_named_agent else None
 
 
 def dispatch_sync(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
@@ -256,6 +267,7 @@ def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
             actor=actor,
             user_id=user_id,
             ttl=app.options.approval_ttl,
+            agent=call.actor.name,
         )
         raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
     return consent.redeem(
