@@ -29,7 +29,6 @@ from rastrillo.storage import METADATA, Database, Instant
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from rastrillo.app import App
     from rastrillo.context import Context
 
 __all__ = [
@@ -158,7 +157,7 @@ def get(db: Database, approval_id: str) -> ApprovalRecord | None:
 
 
 def decide(
-    app_or_db: App | Database,
+    db: Database,
     request_or_user_id: Request | Context | str,
     approval_id: str,
     approve: bool,
@@ -171,7 +170,6 @@ def decide(
     does not exist (``ApprovalInvalid("unknown")``). A request that is itself a
     tool call can never decide (``ToolError``): consent comes from the human.
     """
-    db = app_or_db if isinstance(app_or_db, Database) else app_or_db.db
     user_id = _deciding_user(request_or_user_id)
     now = db.clock.now()
     with db.write() as conn:

@@ -93,7 +93,7 @@ def test_an_approved_write_records_who_approved_and_when(f):
     )
     with pytest.raises(ConfirmRequired) as info:
         run(f.app, f.defs, call)
-    decided = consent.decide(f.app, "3", info.value.approval_id, True)
+    decided = consent.decide(f.app.db, "3", info.value.approval_id, True)
     approved = Call(**{**call.__dict__, "approval": info.value.approval_id})
     run(f.app, f.defs, approved)
     with pytest.raises(ApprovalInvalid):
@@ -126,7 +126,7 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
     )
     with pytest.raises(ConfirmRequired) as info:
         run(f.app, f.defs, call)
-    consent.decide(f.app, "3", info.value.approval_id, True)
+    consent.decide(f.app.db, "3", info.value.approval_id, True)
     run(f.app, f.defs, Call(**{**call.__dict__, "approval": info.value.approval_id}))
     # Read through a second connection, without audit.flush(): nothing queued counts.
     with sqlite3.connect(f.app.db.engine.url.database) as other:
