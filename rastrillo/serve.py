@@ -21,6 +21,7 @@ import uvicorn
 from .app import DEFAULT_ADDR, App, Options
 from .errors import RastrilloError
 from .logs import configure_logging
+from .registry.validate import parse_int
 from .storage import Database, database_url
 
 USAGE = """\
@@ -62,11 +63,12 @@ def parse_argv(argv: Sequence[str]) -> ServeArgs | None:
 
 def split_addr(addr: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``[v6]:PORT`` → (host, port); raises UsageError."""
-    host, sep, port = addr.rpartition(":")
+    host, sep, text = addr.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    port = parse_int(text)  # ASCII digits only: str.isdigit() also takes superscripts
+    if not sep or not host or port is None or not 0 <= port <= 65535:
         raise UsageError(f"--addr wants HOST:PORT, got {addr!r}")
-    return host, int(port)
+    return host, port
 
 
 class _Parser(argparse.ArgumentParser):

@@ -139,3 +139,14 @@ def test_sigterm_lets_a_request_in_flight_finish(app_dir, serve):
     assert time.monotonic() - started < 10
     with pytest.raises(httpx.TransportError), server.client() as c:
         c.get("/")
+
+
+@pytest.mark.parametrize(
+    "addr", ["127.0.0.1:\u00b2", "127.0.0.1:\uff18\uff10", "127.0.0.1:-1", "127.0.0.1: 80", "h:8_0"]
+)
+def test_a_port_is_ascii_digits_only(addr: str) -> None:
+    from rastrillo.serve import UsageError, split_addr
+
+    with pytest.raises(UsageError, match="--addr wants HOST:PORT"):
+        split_addr(addr)
+    assert split_addr("127.0.0.1:8080") == ("127.0.0.1", 8080)

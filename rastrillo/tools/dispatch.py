@@ -226,7 +226,7 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
     if defn is None:
         raise UnknownTool(str(call.tool), (d.id for d in defs))
     args = call.args
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         raise BadArg(defn.id, "*", "args must be a JSON object of arg name to value")
     extra = [str(k) for k in args if not isinstance(k, str) or k not in defn.args]
     if extra:
