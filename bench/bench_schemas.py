@@ -6,6 +6,10 @@ without caching it. "cold" is the very first call of each format in this
 process; "warm" is the median of repeated calls. `schemas_json` (the same plus
 JSON encoding, as `rastrillo tools schemas` prints it) is shown for reference.
 
+"cpu" is the warm median in this process's CPU time (`time.process_time`, 1 ms
+resolution on some kernels), which a machine shared with other work slows
+far less than the wall clock.
+
 Run: .venv/bin/python bench/bench_schemas.py
 """
 
@@ -53,10 +57,10 @@ def registry(count: int = TOOLS) -> list[ToolDef]:
     return defs
 
 
-def ms(run: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def ms(run: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
     run()
-    return (time.perf_counter() - start) * 1000
+    return (clock() - start) * 1000
 
 
 def main() -> None:
@@ -68,15 +72,22 @@ def main() -> None:
         as_json = statistics.median(
             ms(lambda fmt=fmt: schemas_json(defs, fmt)) for _ in range(REPEAT)
         )
-        rows.append((fmt, cold, warm, as_json))
-    print(f"schemas for {TOOLS:,} tools (ms; warm = median of {REPEAT})")
-    print(f"{'format':<18}{'cold':>8}{'warm':>8}{'json':>8}")
-    for fmt, cold, warm, as_json in rows:
-        print(f"{fmt:<18}{cold:>8.2f}{warm:>8.2f}{as_json:>8.2f}")
-    totals = [sum(row[i] for row in rows) for i in (1, 2, 3)]
-    print(f"{'all five':<18}{totals[0]:>8.2f}{totals[1]:>8.2f}{totals[2]:>8.2f}")
-    verdict = "meets" if max(totals[:2]) <= GOAL_MS else "MISSES"
-    print(f"goal: all five formats <= {GOAL_MS:.0f} ms ({verdict} it, cold and warm)")
+        cpu = statistics.median(
+            ms(lambda fmt=fmt: schemas(defs, fmt), time.process_time) for _ in range(REPEAT)
+        )
+        rows.append((fmt, cold, warm, as_json, cpu))
+    print(f"schemas for {TOOLS:,} tools (ms; warm = median of {REPEAT}; cpu = warm in CPU time)")
+    print(f"{'format':<18}{'cold':>8}{'warm':>8}{'json':>8}{'cpu':>8}")
+    for fmt, *times in rows:
+        print(f"{fmt:<18}" + "".join(f"{t:>8.2f}" for t in times))
+    totals = [sum(row[i] for row in rows) for i in (1, 2, 3, 4)]
+    print(f"{'all five':<18}" + "".join(f"{t:>8.2f}" for t in totals))
+    wall = "meets" if max(totals[:2]) <= GOAL_MS else "MISSES"
+    cpu = "meets" if totals[3] <= GOAL_MS else "MISSES"
+    print(
+        f"goal: all five formats <= {GOAL_MS:.0f} ms "
+        f"(wall clock, cold and warm: {wall} it; CPU time, warm: {cpu} it)"
+    )
 
 
 if __name__ == "__main__":
