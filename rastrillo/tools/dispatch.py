@@ -234,7 +234,6 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
     missing = [name for name, arg in defn.args.items() if arg.required and name not in args]
     if missing:
         raise MissingArg(defn.id, missing)
-    params = set(path_params(defn.path))
     values: dict[str, ArgValue] = {}
     for name, arg in defn.args.items():
         value = args.get(name)
@@ -248,7 +247,7 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
             bad = _UNSAFE.search(value)
             if bad is not None:
                 raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
-        if name in params and value in ("", ".", ".."):
+        if value in ("", ".", "..") and name in path_params(defn.path):
             raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
     return defn, values
 
