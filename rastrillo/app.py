@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.staticfiles import StaticFiles
@@ -163,7 +165,7 @@ class App:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        endpoint = self._endpoints.get(raw_path(scope)) if scope["type"] == "http" else None
         if endpoint is not None:
             response = await endpoint(Request(scope, receive))
             await response(scope, receive, send)
@@ -176,11 +178,10 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._static is not None and scope["path"].startswith(STATIC_PREFIX):
+        path = raw_path(scope)
+        if self._static is not None and path.startswith(STATIC_PREFIX):
             await self._static(scope, receive, send)
             return
-        raw = scope.get("raw_path")
-        path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
         found = self.router.match(scope["method"], path)
         if found is None:
             response: Response = PlainTextResponse("Not found", status_code=404)
@@ -253,13 +254,28 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
+def raw_path(scope: Scope) -> str:
+    """The request's path as sent, still percent-encoded: what every route matches on, so
+    an encoded slash stays inside one segment."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
+
+
 def _static_files(directory: Path) -> ASGIApp | None:
     if not directory.is_dir():
         return None
     files = StaticFiles(directory=directory)
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-        scope = dict(scope, path=scope["path"][len("/static") :], root_path="")
-        await files(scope, receive, send)
+        segments = raw_path(scope)[len(STATIC_PREFIX) :].split("/")
+        path = "/".join(unquote(s) for s in segments)
+        if path.count("/") != len(segments) - 1:  # an encoded slash names no file
+            response: Response = PlainTextResponse("Not found", status_code=404)
+        else:
+            try:
+                response = await files.get_response(path, scope)
+            except HTTPException as exc:  # a missing file or a POST: the client's mistake
+                response = PlainTextResponse(exc.detail, exc.status_code, headers=exc.headers)
+        await response(scope, receive, send)
 
     return serve

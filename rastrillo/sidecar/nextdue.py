@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from ..errors import ConfigError
 from .lease import recorded_next_due
 from .loop import as_sidecar, interpret, is_async_callable
 
@@ -64,6 +66,8 @@ def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awa
     and HEAD.
     """
     provider = options.next_due
+    if provider is not None:
+        _check_takes_the_database(provider)
     sidecar = as_sidecar(options.sidecar)
 
     async def compute() -> datetime | None:
@@ -89,3 +93,14 @@ def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awa
         return JSONResponse({"due": unix_seconds(due)}, headers=_NO_STORE)
 
     return endpoint
+
+
+def _check_takes_the_database(provider: Callable[..., Any]) -> None:
+    """Refuse, when the app is built, a ``next_due`` the first poll could not call."""
+    try:
+        inspect.signature(provider).bind(None)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            "Options.next_due takes one argument, the database, and returns an aware "
+            f"datetime or None (def next_due(db) -> datetime | None); {provider!r}: {exc}"
+        ) from None
