@@ -4,6 +4,7 @@ from .actor import Actor, Approval
 from .app import App, Options, handler
 from .context import Context
 from .errors import ConfigError, GenerateError, RastrilloError
+from .limits import body_limit
 from .registry.declare import Access, Tool, ToolDef, ToolRead, ToolWrite
 from .serve import run
 
@@ -24,6 +25,7 @@ __all__ = [
     "ToolRead",
     "ToolWrite",
     "__version__",
+    "body_limit",
     "handler",
     "run",
 ]

@@ -27,14 +27,15 @@ from urllib.parse import unquote
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import sessions
+from . import limits, sessions
 from .clock import SYSTEM_CLOCK, Clock
-from .context import Context
+from .context import USER_SCOPE_KEY, Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
@@ -101,6 +102,9 @@ class Options:
     clock: Clock = SYSTEM_CLOCK
     """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
     a test gives a settable one (``rastrillo.testing.ManualClock``)."""
+    max_body: int = limits.DEFAULT_MAX_BODY
+    """The largest request body read, in bytes (1 MiB): a bigger one is answered 413 before
+    it is read. An action that takes more says so with ``@rastrillo.body_limit(n)``."""
     security_headers: bool = False
     """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
     ``Referrer-Policy: same-origin``) on the app's own responses too, static files
@@ -194,23 +198,31 @@ class App:
                 "Method not allowed", status_code=405, headers={"Allow": ", ".join(found)}
             )
         else:
-            response = await self._call(found, Request(scope, receive))
+            response = await self._call(found, scope, receive)
         await response(scope, receive, send)
 
-    async def _call(self, match: Match, request: Request) -> Response:
-        form: dict[str, str] = {}
-        if request.method not in ("GET", "HEAD") and request.headers.get(
-            "content-type", ""
-        ).startswith(_FORM_TYPES):
-            parsed = await request.form()
-            form = {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
-        ctx = Context(self, request, match.params, form)
+    async def _call(self, match: Match, scope: Scope, receive: Receive) -> Response:
         route = match.route
+        max_body = limits.limit_of(route.handle, self.options.max_body)
+        if limits.declared_too_large(scope, max_body):
+            return _too_large(max_body)
+        request = Request(scope, limits.limited(receive, max_body))
+        try:
+            form = await _read_form(request, route, max_body)
+        except limits.BodyTooLarge:
+            return _too_large(max_body)
+        except (MultiPartException, HTTPException) as exc:
+            return PlainTextResponse(f"Bad form: {_detail(exc)}", status_code=400)
+        except ClientDisconnect:  # nobody is left to read an answer
+            return Response(status_code=400)
+        ctx = Context(self, request, match.params, form)
         try:
             if route.is_async:
                 response = await route.handle(ctx)
             else:
                 response = await run_in_threadpool(route.handle, ctx)
+        except limits.BodyTooLarge:
+            return _too_large(max_body)
         except Exception:
             log.exception("%s %s (%s) raised", route.method, route.path, route.source)
             return PlainTextResponse("Internal Server Error", status_code=500)
@@ -218,6 +230,30 @@ class App:
             log.error("%s: handle returned %r, not a Response", route.source, type(response))
             return PlainTextResponse("Internal Server Error", status_code=500)
         return response
+
+
+async def _read_form(request: Request, route: Route, max_body: int) -> dict[str, str]:
+    """The form fields of a form POST; none (and no byte read) when ``handle`` needs a
+    session the request does not have, for it will refuse without looking. One field may
+    fill the whole body; the parser keeps its limits of 1,000 fields and 1,000 files."""
+    if request.method in ("GET", "HEAD") or not request.headers.get(
+        "content-type", ""
+    ).startswith(_FORM_TYPES):
+        return {}
+    if sessions.requires_session(route.handle) and request.scope.get(USER_SCOPE_KEY) is None:
+        return {}
+    parsed = await request.form(max_part_size=max_body)
+    return {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
+
+
+def _too_large(max_body: int) -> Response:
+    return PlainTextResponse(
+        f"Request body too large: at most {max_body} bytes here.", status_code=413
+    )
+
+
+def _detail(exc: MultiPartException | HTTPException) -> str:
+    return exc.message if isinstance(exc, MultiPartException) else str(exc.detail)
 
 
 def handler(options: Options) -> App:
