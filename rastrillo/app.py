@@ -3,7 +3,7 @@
 The request path, from the outside in:
 
 1. framework endpoints answered outside the app's middleware
-   (``/healthz``, ``/api/version``, ``/api/next-due``);
+   (``/healthz``, ``/readyz``, ``/api/version``, ``/api/next-due``);
 2. the framework's middleware (CSRF, then sessions);
 3. ``Options.wrap``, the app's one middleware seam;
 4. the router, which builds ``ctx`` and calls the action's ``handle``.
@@ -34,9 +34,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import limits, sessions
+from .availability import UnavailableMiddleware, readiness, retryable, unavailable
 from .clock import SYSTEM_CLOCK, Clock
 from .context import USER_SCOPE_KEY, Context
 from .csrf import CSRFMiddleware, canonical_origin
+from .drain import DEFAULT_DRAIN_TIMEOUT, Drain
 from .errors import ConfigError
 from .pages import console
 from .pages.approvals import approval_routes
@@ -102,6 +104,17 @@ class Options:
     clock: Clock = SYSTEM_CLOCK
     """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
     a test gives a settable one (``rastrillo.testing.ManualClock``)."""
+    header_timeout: float = limits.DEFAULT_LIMITS.header_timeout
+    """Seconds a client has to send a request's line and headers (10): a slow client
+    cannot hold a connection open without asking anything."""
+    body_timeout: float = limits.DEFAULT_LIMITS.body_timeout
+    """Seconds a client has to send a request's body once its headers arrived (60)."""
+    max_connections: int = limits.DEFAULT_LIMITS.max_connections
+    """Connections served at once (1,000); at the limit, the one that has waited longest
+    for its headers is closed to make room."""
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    """Seconds a stopping server lets requests finish before it refuses their first
+    write with 503 (10); see docs/app.md for the whole bound."""
     max_body: int = limits.DEFAULT_MAX_BODY
     """The largest request body read, in bytes (1 MiB): a bigger one is answered 413 before
     it is read. An action that takes more says so with ``@rastrillo.body_limit(n)``."""
@@ -127,6 +140,8 @@ class App:
         self.options = options
         self.origin = canonical_origin(options.resolved_origin())
         self.db = Database(options.database_url(), clock=options.clock)
+        self.drain = Drain()
+        self.db.gate = self.drain
         self.db.open(options.app_dir / "migrations")
         if options.setup is not None:
             options.setup(self.db)
@@ -158,12 +173,13 @@ class App:
             rate_limit=options.sign_in_rate_limit,
         )
         self._stack: ASGIApp = SecurityHeaders(
-            CSRFMiddleware(inner, self.origin),
+            UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
             app_pages=options.security_headers,
             exempt=(STATIC_PREFIX,),
         )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
+            "/readyz": _get_only(readiness(self.db)),
             "/api/version": _get_only(self._version),
         }
         if options.next_due is not None or options.sidecar is not None:
@@ -217,13 +233,16 @@ class App:
             return Response(status_code=400)
         ctx = Context(self, request, match.params, form)
         try:
-            if route.is_async:
-                response = await route.handle(ctx)
-            else:
-                response = await run_in_threadpool(route.handle, ctx)
+            with self.drain.request():
+                if route.is_async:
+                    response = await route.handle(ctx)
+                else:
+                    response = await run_in_threadpool(route.handle, ctx)
         except limits.BodyTooLarge:
             return _too_large(max_body)
-        except Exception:
+        except Exception as exc:
+            if retryable(exc):
+                return unavailable(exc)
             log.exception("%s %s (%s) raised", route.method, route.path, route.source)
             return PlainTextResponse("Internal Server Error", status_code=500)
         if not isinstance(response, Response):

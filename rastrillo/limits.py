@@ -1,4 +1,4 @@
-"""The request body: how much of it is read, and when it is not read at all.
+"""Limits on what a client may send: the request body, and the connection (timeouts, count).
 
 A body is refused with 413 before any of it is read when ``Content-Length``
 says it is too big, and the moment the bytes received pass the limit when it
@@ -10,14 +10,38 @@ with ``@rastrillo.body_limit(bytes)`` above its ``handle``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from starlette.types import Message, Receive, Scope
 
-__all__ = ["DEFAULT_MAX_BODY", "BodyTooLarge", "body_limit", "declared_too_large", "limited"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_BODY",
+    "BodyTooLarge",
+    "Limits",
+    "body_limit",
+    "declared_too_large",
+    "limited",
+]
 
 DEFAULT_MAX_BODY = 1024 * 1024
 """``Options.max_body``: 1 MiB."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long a request may take to arrive, and how many connections are served at once."""
+
+    header_timeout: float = 10.0
+    """Seconds for the request line and headers to arrive."""
+    body_timeout: float = 60.0
+    """Seconds for the whole body to arrive once the headers have."""
+    max_connections: int = 1000
+    """Connections open at once."""
+
+
+DEFAULT_LIMITS = Limits()
 
 _ATTRIBUTE = "rastrillo_max_body"
 
