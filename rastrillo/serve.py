@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -24,11 +25,12 @@ from typing import Any
 
 import uvicorn
 
-from .app import DEFAULT_ADDR, App, Options, handler, with_overrides
+from .app import DEFAULT_ADDR, App, Options
 from .connections import fit_open_files, protocol_class
 from .errors import RastrilloError
 from .limits import Limits
 from .logs import configure_logging
+from .storage import database_url
 
 log = logging.getLogger("rastrillo.serve")
 
@@ -85,7 +87,7 @@ def select_database(options: Options, flag: str | None) -> Options:
     chosen = flag if flag is not None else os.environ.get(DB_ENV) or None
     if chosen is None:
         return options
-    return with_overrides(options, db=chosen if "://" in chosen else str(Path(chosen).resolve()))
+    return dataclasses.replace(options, db=database_url(chosen, Path.cwd()))
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -126,10 +128,10 @@ def serve(options: Options, args: ServeArgs) -> int:
     configure_logging()
     options = select_database(options, args.db)
     if options.origin is None and args.socket is None:
-        options = with_overrides(
+        options = dataclasses.replace(
             options, origin=options.resolved_origin(_origin_addr(args.host, args.port))
         )
-    app = handler(options)
+    app = App(options).start()
     server = DrainingServer(server_config(app, host=args.host, port=args.port, uds=args.socket))
     with _signals_end_quietly():
         server.run()
