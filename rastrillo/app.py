@@ -264,6 +264,8 @@ class App:
                     response = await run_in_threadpool(route.handle, ctx)
         except limits.BodyTooLarge:
             return _too_large(max_body)
+        except ClientDisconnect:
+            return Response(status_code=400)
         except Exception as exc:
             if retryable(exc):
                 return unavailable(exc)

@@ -29,12 +29,15 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .limits import Limits
 
-__all__ = ["fit_open_files", "protocol_class"]
+__all__ = ["BACKLOG", "fit_open_files", "protocol_class"]
 
 log = logging.getLogger("rastrillo.serve")
 
-_SPARE_FILES = 64
-"""Files the process needs besides its connections: the database, logs, the listener."""
+BACKLOG = 128
+"""Connections the kernel queues before they are accepted; asyncio accepts up to this
+many at once, before the limit below can close any, so they need files to spare."""
+_SPARE_FILES = BACKLOG + 64
+"""Files the process needs besides its connections: an accept batch, the database, logs."""
 
 
 def fit_open_files(max_connections: int) -> int:

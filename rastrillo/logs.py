@@ -12,9 +12,9 @@ REPEAT_WINDOW = 60.0
 
 
 class RepeatFilter(logging.Filter):
-    """Write one line of a repeated message (same logger, level, text and error type) per
-    window, and with the next one say how many were held back: a fault repeated on every
-    request, or every accept, must not fill the disk."""
+    """Write a repeated warning or error (same logger, level, message template and error
+    type) once per window, and with the next one say how many were held back: a fault
+    repeated on every request, or every accept, must not fill the disk."""
 
     def __init__(self, window: float = REPEAT_WINDOW, clock: Callable[[], float] = time.monotonic):
         super().__init__()
@@ -23,6 +23,8 @@ class RepeatFilter(logging.Filter):
         self._seen: dict[tuple[object, ...], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
         error = record.exc_info[0] if record.exc_info else None
         key = (record.name, record.levelno, record.msg, error)
         now = self.clock()

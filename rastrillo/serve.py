@@ -26,7 +26,7 @@ from typing import Any
 import uvicorn
 
 from .app import DEFAULT_ADDR, App, Options
-from .connections import fit_open_files, protocol_class
+from .connections import BACKLOG, fit_open_files, protocol_class
 from .errors import RastrilloError
 from .limits import Limits
 from .logs import configure_logging
@@ -151,6 +151,7 @@ def server_config(app: App, **listen: Any) -> uvicorn.Config:
         app,
         **listen,
         http=protocol_class(limits),
+        backlog=BACKLOG,
         lifespan="off",
         timeout_graceful_shutdown=None,  # never abandon a request: see rastrillo/drain.py
         log_config=None,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
+from rastrillo.storage import Database, is_unavailable
 from tests.support import Server, write_app
-
-pytestmark = pytest.mark.postgres
 
 ACTIONS = {
     "notes/index.GET.py": """
@@ -92,6 +92,7 @@ def relayed_url(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, Relay]]:
         relay.cut()
 
 
+@pytest.mark.postgres
 def test_postgres_down_is_503_with_retry_after_and_not_ready(
     tmp_path: Path, serve, relayed_url: tuple[str, Relay]
 ) -> None:
@@ -103,7 +104,7 @@ def test_postgres_down_is_503_with_retry_after_and_not_ready(
         relay.cut()
         for request in (
             lambda: c.get("/notes"),
-            lambda: c.get("/notes", cookies={"rastrillo_session": "x" * 40}),
+            lambda: c.get("/notes", headers={"Cookie": "rastrillo_session=" + "x" * 40}),
             lambda: c.get("/readyz"),
         ):
             response = request()
@@ -117,3 +118,18 @@ def test_postgres_down_is_503_with_retry_after_and_not_ready(
     log = server.log.read_text()
     assert "Traceback" not in log
     assert "database unavailable" in log
+
+
+def test_an_unreachable_sqlite_file_is_unavailable_and_a_bad_query_is_not(tmp_path: Path) -> None:
+    db = Database(str(tmp_path / "gone" / "app.db"))
+    (tmp_path / "gone").rmdir()
+    with pytest.raises(OperationalError) as unreachable:
+        db.query("SELECT 1")
+    assert is_unavailable(unreachable.value)
+    db = Database(str(tmp_path / "app.db"))
+    with pytest.raises(OperationalError) as bad:
+        db.query("SELEC 1")
+    assert not is_unavailable(bad.value)
+    with pytest.raises(OperationalError) as missing:
+        db.query("SELECT * FROM nowhere")
+    assert not is_unavailable(missing.value)
