@@ -5,10 +5,11 @@ the app: the request may well succeed in a moment, so it is answered 503 with
 ``Retry-After`` (never 500) and logged as one WARNING line, no traceback. A
 server that is stopping refuses new writes the same way (see ``drain.py``).
 
-``GET /readyz`` asks the database (``SELECT 1``): 200 ``ready``, or 503 when it
-cannot answer. ``GET /healthz`` stays a liveness probe that never touches the
-database: a platform should route traffic by ``/readyz`` and restart by
-``/healthz``, so a database outage does not restart every server.
+``GET /readyz`` asks the database (``Database.check``): 200 ``ready``, or 503 when
+it cannot answer or its SQLite file was deleted or replaced. ``GET /healthz``
+stays a liveness probe that never touches the database: a platform should route
+traffic by ``/readyz`` and restart by ``/healthz``, so a database outage does not
+restart every server.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .drain import ShuttingDown
-from .storage import Database, is_unavailable
+from .storage import Database, DatabaseUnavailable, is_unavailable
 
 __all__ = ["RETRY_AFTER", "UnavailableMiddleware", "readiness", "retryable", "unavailable"]
 
@@ -72,18 +73,14 @@ class UnavailableMiddleware:
 
 
 def readiness(db: Database) -> Callable[[Request], Awaitable[Response]]:
-    """``GET /readyz``: 200 when the database answers, else 503."""
+    """``GET /readyz``: 200 when the database answers (and, on SQLite, is still the file
+    first opened), else 503."""
 
     async def ready(request: Request) -> Response:
         try:
-            await run_in_threadpool(db.query, "SELECT 1")
-        except Exception as exc:
-            if retryable(exc):
-                return unavailable(exc)
-            log.exception("readiness: the database check failed")
-            return PlainTextResponse(
-                "not ready", status_code=503, headers={"Retry-After": str(RETRY_AFTER)}
-            )
+            await run_in_threadpool(db.check)
+        except DatabaseUnavailable as exc:
+            return unavailable(exc)
         return PlainTextResponse("ready", headers={"Cache-Control": "no-store"})
 
     return ready
