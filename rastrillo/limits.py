@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from starlette.types import Message, Receive, Scope
+if TYPE_CHECKING:
+    from starlette.types import Message, Receive, Scope
 
 __all__ = [
     "DEFAULT_LIMITS",
