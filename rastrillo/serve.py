@@ -30,7 +30,7 @@ from .connections import BACKLOG, fit_open_files, protocol_class
 from .errors import RastrilloError
 from .limits import Limits
 from .logs import configure_logging
-from .storage import database_url
+from .storage import Database, database_url
 
 log = logging.getLogger("rastrillo.serve")
 
@@ -116,7 +116,12 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
         if isinstance(parsed, SidecarArgs):
             from .sidecar import run_sidecar
 
+<<<<<<< HEAD
             return run_sidecar(select_database(options, parsed.db))
+=======
+            db = Database(options.database_url(), clock=options.clock)
+            return run_sidecar(options.sidecar, db, options.app_dir / "migrations")
+>>>>>>> main
         return serve(options, parsed)
     except RastrilloError as exc:
         sys.stderr.write(f"error: {exc}\n")

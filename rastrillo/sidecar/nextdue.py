@@ -24,11 +24,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..errors import ConfigError
 from .lease import recorded_next_due
-from .loop import as_sidecar, is_async_callable
+from .loop import Sidecar, as_sidecar, is_async_callable
 from .planner import interpret
 
 if TYPE_CHECKING:
-    from ..app import Options
     from ..storage import Database
 
 TOKEN_ENV = "CARLOS_ADMIN_TOKEN"
@@ -60,16 +59,21 @@ def unix_seconds(instant: datetime | None) -> int:
     return 0 if instant is None else (instant - _EPOCH) // timedelta(seconds=1)
 
 
-def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint: ``Options.next_due`` when set, else the sidecar's recorded next due.
+def next_due_endpoint(
+    db: Database,
+    *,
+    next_due: Callable[[Database], Any] | None,
+    sidecar: Callable[..., Any] | Sidecar | None,
+) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint: ``next_due`` (``Options.next_due``) when set, else the sidecar's record.
 
     The app mounts it only when one of the two is configured, and only for GET
     and HEAD.
     """
-    provider = options.next_due
+    provider = next_due
     if provider is not None:
         _check_takes_the_database(provider)
-    sidecar = as_sidecar(options.sidecar)
+    sidecar = as_sidecar(sidecar)
 
     async def compute() -> datetime | None:
         if provider is None:
