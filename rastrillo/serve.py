@@ -116,12 +116,9 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
         if isinstance(parsed, SidecarArgs):
             from .sidecar import run_sidecar
 
-<<<<<<< HEAD
-            return run_sidecar(select_database(options, parsed.db))
-=======
+            options = select_database(options, parsed.db)
             db = Database(options.database_url(), clock=options.clock)
             return run_sidecar(options.sidecar, db, options.app_dir / "migrations")
->>>>>>> main
         return serve(options, parsed)
     except RastrilloError as exc:
         sys.stderr.write(f"error: {exc}\n")
