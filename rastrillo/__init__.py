@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .actor import Actor, Approval
 from .errors import ConfigError, GenerateError, RastrilloError
+from .limits import body_limit
 from .registry.declare import Access, Arg, Tool, ToolDef, ToolRead, ToolWrite
 from .registry.validate import ArgError
 
@@ -39,6 +40,7 @@ __all__ = [
     "ToolRead",
     "ToolWrite",
     "__version__",
+    "body_limit",
     "handler",
     "run",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlparse
 from sqlalchemy import (
@@ -42,7 +42,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
+from sqlalchemy.types import TypeEngine
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
 from .errors import ConfigError, RastrilloError
@@ -52,23 +54,35 @@ class Instant(TypeDecorator[datetime]):
     """The one column type for an instant in the framework's tables.
 
     Written from an aware ``datetime`` (a naive one is refused), kept in UTC,
-    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike. On
-    SQLite the text form sorts in time order, so instants compare in SQL.
+    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike.
+    PostgreSQL keeps a ``timestamptz``. SQLite keeps fixed-width UTC text
+    (``2030-01-01 00:00:00.000000``, SQLAlchemy's own form), which sorts in time
+    order, so instants compare in SQL; it is parsed by ``datetime.fromisoformat``,
+    as a session is looked up on every request.
     """
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(26))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
         instant = as_instant(value, "an Instant column was given")
-        return instant.replace(tzinfo=None) if dialect.name == "sqlite" else instant
+        if dialect.name == "sqlite":
+            return instant.replace(tzinfo=None).isoformat(" ", "microseconds")
+        return instant
 
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if isinstance(value, str):
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 METADATA = MetaData()
@@ -100,6 +114,40 @@ def database_url(db: str, base: Path | None = None) -> str:
     return f"sqlite:///{(base / db).resolve() if base is not None else db}"
 
 
+class WriteGate(Protocol):
+    def before_write(self) -> None: ...
+
+    def committed(self) -> None: ...
+
+
+_SQLITE_UNAVAILABLE = frozenset({5, 6, 10, 13, 14})
+"""BUSY, LOCKED (a lock wait ran out), IOERR, FULL, CANTOPEN (the file is unreachable)."""
+_POSTGRES_UNAVAILABLE_CLASSES = ("08", "53", "57")
+"""Connection exception, insufficient resources, operator intervention (shutdown, cancel)."""
+_POSTGRES_UNAVAILABLE = frozenset({"55P03", "40001", "40P01"})
+"""Lock not available, serialization failure, deadlock: retrying may well succeed."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot serve now (unreachable, a lock wait ran
+    out, out of room) rather than that the code or the data is wrong: a 503, not a 500."""
+    if isinstance(exc, DatabaseUnavailable | SQLAlchemyTimeoutError):  # or no pooled connection
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _SQLITE_UNAVAILABLE
+    state = getattr(exc.orig, "sqlstate", None)
+    if state is None:  # no answer from the server at all: refused, reset, closed
+        return True
+    return state.startswith(_POSTGRES_UNAVAILABLE_CLASSES) or state in _POSTGRES_UNAVAILABLE
+
+
 class Database:
     """One database for an app: an engine plus the framework's conventions.
 
@@ -114,6 +162,9 @@ class Database:
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = threading.Lock()
+        self.gate: WriteGate | None = None
+        """Asked before each write transaction and told after each commit (the server's
+        drain, which refuses new writes while it stops)."""
         self._file: Path | None = None
         self._file_identity: tuple[int, int] | None = None
         if self.is_sqlite:
@@ -141,10 +192,15 @@ class Database:
     def write(self) -> Iterator[Connection]:
         """A serialised write transaction: commits on success, rolls back on error."""
         self._check_file()
-        with self._write_lock, self.engine.connect() as conn:
-            conn = conn.execution_options(rastrillo_write=True)
-            with conn.begin():
-                yield conn
+        with self._write_lock:
+            if self.gate is not None:
+                self.gate.before_write()
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(rastrillo_write=True)
+                with conn.begin():
+                    yield conn
+            if self.gate is not None:
+                self.gate.committed()
 
     def check(self) -> None:
         """Raise `DatabaseUnavailable` when the database cannot serve this process.
