@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import anyio
 from starlette.datastructures import Headers
@@ -331,7 +331,9 @@ async def _run(
         quote(texts[seg[1:-1]], safe="") if seg.startswith("{") else seg
         for seg in defn.path.split("/")
     )
-    rest = urlencode(sorted((k, v) for k, v in texts.items() if k not in params)).encode()
+    rest = "&".join(
+        f"{_form_quote(k)}={_form_quote(v)}" for k, v in sorted(texts.items()) if k not in params
+    ).encode()
     origin = urlsplit(app.origin)
     headers = [(b"host", origin.netloc.encode("idna"))]
     if session is not None:
@@ -396,6 +398,14 @@ async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str)
     finally:
         finished.set()
     return Result(status, Headers(raw=raw_headers), b"".join(chunks))
+
+
+_FORM_SAFE = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def _form_quote(text: str) -> str:
+    """`urlencode`'s encoding of one key or value, without its cost for text that needs none."""
+    return text if _FORM_SAFE.fullmatch(text) else quote_plus(text)
 
 
 def _charset(headers: Headers) -> str:

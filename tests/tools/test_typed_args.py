@@ -357,3 +357,13 @@ def test_an_approved_call_runs_with_exactly_the_values_the_human_saw(
     ran = {k: v for k, v in seen["args"].items() if v is not None}
     assert ran == shown.args
     assert all(type(ran[k]) is type(v) for k, v in shown.args.items())
+
+
+@given(st.dictionaries(st.text(), st.text()))
+def test_the_form_body_is_urlencoded_byte_for_byte(fields: dict[str, str]) -> None:
+    from urllib.parse import urlencode
+
+    from rastrillo.tools.dispatch import _form_quote
+
+    items = sorted(fields.items())
+    assert "&".join(f"{_form_quote(k)}={_form_quote(v)}" for k, v in items) == urlencode(items)
