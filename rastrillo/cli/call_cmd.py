@@ -35,6 +35,7 @@ def _call(args: argparse.Namespace) -> int:
     from ..actor import Actor
     from ..app import handler
     from ..loader import load_options
+    from ..registry.validate import call_args as typed_args
     from ..serve import select_database
     from ..sessions.store import create_session, delete_session
     from ..tools import Call, ConfirmRequired, dispatch_sync
@@ -42,7 +43,9 @@ def _call(args: argparse.Namespace) -> int:
 
     options = select_database(load_options(args.app), args.db)
     app = handler(options)
-    call_args = _parse_args(args.args)
+    defn = next((d for d in options.tools if d.id == args.tool), None)
+    texts = _parse_args(args.args)
+    call_args = typed_args(defn.args, texts) if defn is not None else texts
     session = create_session(app.db, args.user)
     call = Call(
         tool=args.tool,

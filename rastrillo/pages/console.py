@@ -27,7 +27,7 @@ from rastrillo.context import Context
 from rastrillo.registry.declare import Arg, ToolDef
 from rastrillo.registry.errors import ConfirmRequired, ToolError
 from rastrillo.registry.schemas import FORMATS, schemas
-from rastrillo.registry.validate import Invalid, from_text, wire
+from rastrillo.registry.validate import call_args, wire
 from rastrillo.routing import Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require
 from rastrillo.storage import Database
@@ -141,26 +141,16 @@ def _form_args(defn: ToolDef | None, form: Mapping[str, str]) -> dict[str, objec
     """The call's args from the console's form, typed as a model would send them.
 
     A checkbox sends a bool (unchecked: false when the arg is required, else
-    left out); an empty field of an optional arg is left out; number text
-    becomes a number. Text that is not of the arg's type is sent as the
-    string it is, so the console shows the refusal a model would get.
+    left out); the other fields go through `call_args`, the command line's rule.
     """
     fields = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
     if defn is None:
         return dict(fields)
-    args: dict[str, object] = {k: v for k, v in fields.items() if k not in defn.args}
-    for name, arg in defn.args.items():
-        text = fields.get(name)
-        if _input_kind(arg) == "checkbox":
-            if text is not None or arg.required:
-                args[name] = text is not None
-            continue
-        if text is None or (text == "" and not arg.required):
-            continue
-        try:
-            args[name] = from_text(arg, text)
-        except Invalid:
-            args[name] = text
+    checkboxes = {name: arg for name, arg in defn.args.items() if _input_kind(arg) == "checkbox"}
+    args = call_args(defn.args, {k: v for k, v in fields.items() if k not in checkboxes})
+    for name, arg in checkboxes.items():
+        if name in fields or arg.required:
+            args[name] = name in fields
     return args
 
 

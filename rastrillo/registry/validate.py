@@ -23,6 +23,7 @@ __all__ = [
     "ArgError",
     "Invalid",
     "accept",
+    "call_args",
     "expects",
     "from_text",
     "parse",
@@ -220,6 +221,29 @@ def _shown(value: object) -> str:
     if isinstance(value, Mapping):
         return "an object"
     return f"a {type(value).__name__}"
+
+
+def call_args(args: Mapping[str, Arg], texts: Mapping[str, str]) -> dict[str, object]:
+    """Text fields (a form, a command line) as a tool call's JSON values, by the declaration.
+
+    Number and bool text becomes its value; an optional arg's empty text is
+    left out. Text that is not of its arg's type, and any undeclared field,
+    stays the string it is, so dispatch refuses it with the reason a model
+    would get.
+    """
+    values: dict[str, object] = {}
+    for name, text in texts.items():
+        arg = args.get(name)
+        if arg is None:
+            values[name] = text
+        elif text == "" and not arg.required:
+            continue
+        else:
+            try:
+                values[name] = from_text(arg, text)
+            except Invalid:
+                values[name] = text
+    return values
 
 
 def read_args(

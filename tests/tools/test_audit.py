@@ -201,6 +201,21 @@ def test_tools_call_and_audit_from_the_command_line(tickets, capsys):
     assert "agent:cli for user 1, approved by user 1 at" in lines[1] and "→ 200" in lines[1]
 
 
+def test_tools_call_types_each_value_by_its_declaration(tickets, capsys):
+    app = ["--app", str(tickets)]
+    buy = ["tools", "call", "events_id_buy_post", "id=2", "--as", "cli", "--user", "1", *app]
+    assert main([*buy[:4], "quantity=2", *buy[4:]]) == 3
+    assert "Buy 2 ticket(s) for event 2?" in capsys.readouterr().out
+    for text in ("2.0", " 2", "2_0", "11"):
+        assert main([*buy[:4], f"quantity={text}", *buy[4:]]) == 1
+        assert "arg 'quantity': must be an integer from 1 to 10" in capsys.readouterr().err
+    orders = ["tools", "call", "orders_get", "--as", "cli", "--user", "1", *app]
+    assert main([*orders[:3], "status=held", *orders[3:]]) == 0
+    assert capsys.readouterr().out == '200\n{"orders":[]}\n'
+    assert main([*orders[:3], "status=", *orders[3:]]) == 0  # empty: left out, every order
+    assert '"status":"paid"' in capsys.readouterr().out
+
+
 def test_tools_call_usage_errors(tickets, capsys):
     app = ["--app", str(tickets)]
     assert main(["tools", "call", "orders_id_get", "id", "--as", "a", "--user", "1", *app]) == 1

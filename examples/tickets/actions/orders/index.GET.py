@@ -20,5 +20,7 @@ TOOL = rastrillo.Tool(
 def handle(ctx: rastrillo.Context):
     status = ctx.args["status"]
     orders = ticketing.list_orders(ctx.db, ctx.user_id, status=status)
-    return ctx.respond("orders.html", orders=orders, only=status,
-                       statuses=TOOL.args["status"].choices)
+    if not ctx.actor.human:
+        return ctx.json({"orders": orders})
+    return ctx.render("orders.html", orders=orders, only=status,
+                      statuses=TOOL.args["status"].choices)
