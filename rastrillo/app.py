@@ -217,14 +217,14 @@ class App:
         raw = scope.get("raw_path")
         path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
         found = self.router.match(scope["method"], path)
-        if found is None:
-            response: Response = PlainTextResponse("Not found", status_code=404)
-        elif isinstance(found, list):
+        if found is not None:
+            response: Response = await self._call(found, Request(scope, receive))
+        elif allowed := self.router.allowed_methods(path):
             response = PlainTextResponse(
-                "Method not allowed", status_code=405, headers={"Allow": ", ".join(found)}
+                "Method not allowed", status_code=405, headers={"Allow": ", ".join(allowed)}
             )
         else:
-            response = await self._call(found, Request(scope, receive))
+            response = PlainTextResponse("Not found", status_code=404)
         await response(scope, receive, send)
 
     async def _call(self, match: Match, request: Request) -> Response:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import anyio
 from starlette.datastructures import Headers
@@ -44,7 +44,7 @@ from rastrillo.registry.errors import (
     UnknownArg,
     UnknownTool,
 )
-from rastrillo.routing import path_params
+from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
 from rastrillo.sessions.store import Session, find_session
 from rastrillo.storage import Database
@@ -296,10 +296,7 @@ def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
 async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
     """Send one request through ``app`` and collect the response."""
     params = set(path_params(defn.path))
-    raw_path = "/".join(
-        quote(call.args[seg[1:-1]], safe="") if seg.startswith("{") else seg
-        for seg in defn.path.split("/")
-    )
+    raw_path = fill_path(defn.path, call.args)
     rest = urlencode(sorted((k, v) for k, v in call.args.items() if k not in params)).encode()
     origin = urlsplit(app.origin)
     headers = [(b"host", origin.netloc.encode("idna"))]
