@@ -167,10 +167,6 @@ class App:
             inner,
             self.db,
             self.origin,
-            idle=options.session_idle,
-            lifetime=options.session_lifetime,
-            sign_in_path=options.sign_in_path,
-            rate_limit=options.sign_in_rate_limit,
         )
         self._stack: ASGIApp = SecurityHeaders(
             UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
