@@ -34,11 +34,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import sessions
 from .agents.mcp import MCP_PATH, McpEndpoint
+from .clock import SYSTEM_CLOCK, Clock
 from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
 from .pages.approvals import approval_routes
+from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
@@ -48,6 +50,7 @@ from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 log = logging.getLogger("rastrillo.app")
 
 DEFAULT_ADDR = "127.0.0.1:8000"
+STATIC_PREFIX = "/static/"
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -96,6 +99,13 @@ class Options:
     """Failed password attempts allowed per account and per client address."""
     approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
     """How long an agent's proposed write waits for the user's approval (ten minutes)."""
+    clock: Clock = SYSTEM_CLOCK
+    """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
+    a test gives a settable one (``rastrillo.testing.ManualClock``)."""
+    security_headers: bool = False
+    """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
+    ``Referrer-Policy: same-origin``) on the app's own responses too, static files
+    excepted; a header the app sets itself wins. The framework's pages always get them."""
     mcp: bool = False
     """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
     it a token (docs/mcp.md)."""
@@ -116,7 +126,7 @@ class App:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.origin = canonical_origin(options.resolved_origin())
-        self.db = Database(options.database_url())
+        self.db = Database(options.database_url(), clock=options.clock)
         self.db.open(options.app_dir / "migrations")
         if options.setup is not None:
             options.setup(self.db)
@@ -147,7 +157,11 @@ class App:
             sign_in_path=options.sign_in_path,
             rate_limit=options.sign_in_rate_limit,
         )
-        self._stack: ASGIApp = CSRFMiddleware(inner, self.origin)
+        self._stack: ASGIApp = SecurityHeaders(
+            CSRFMiddleware(inner, self.origin),
+            app_pages=options.security_headers,
+            exempt=(STATIC_PREFIX,),
+        )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
             "/api/version": _get_only(self._version),
@@ -199,7 +213,7 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._static is not None and scope["path"].startswith("/static/"):
+        if self._static is not None and scope["path"].startswith(STATIC_PREFIX):
             await self._static(scope, receive, send)
             return
         raw = scope.get("raw_path")
