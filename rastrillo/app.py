@@ -39,6 +39,7 @@ from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
+from .pages.agents import agents_routes
 from .pages.approvals import approval_routes
 from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
@@ -140,6 +141,8 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
+        if options.mcp:
+            framework_routes += agents_routes(self.origin + MCP_PATH)
         if console.enabled(options):
             framework_routes += console.console_routes(self)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
