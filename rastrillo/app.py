@@ -23,7 +23,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
 from starlette.concurrency import run_in_threadpool
@@ -33,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import sessions
-from .agents.mcp import MCP_PATH, McpEndpoint
+from .agents import MCP_PATH
 from .clock import SYSTEM_CLOCK, Clock
 from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
@@ -47,6 +47,9 @@ from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
 from .storage import Database, database_url
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
+
+if TYPE_CHECKING:
+    from .agents.mcp import McpEndpoint
 
 log = logging.getLogger("rastrillo.app")
 
@@ -173,6 +176,10 @@ class App:
             self._endpoints["/api/next-due"] = _get_only(next_due_endpoint(options, self.db))
         self._mcp: McpEndpoint | None = None
         if options.mcp:
+            # Imported only here: the SDK takes a second to import, which an app
+            # without MCP should not pay at every start.
+            from .agents.mcp import McpEndpoint
+
             self._mcp = McpEndpoint(
                 self,
                 options.tools,
