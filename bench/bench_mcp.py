@@ -13,7 +13,7 @@ same read: an item as JSON, by id.
 
 Both MCP servers are called with the official Python client (the framework's
 ``mcp`` 2.x), one session each, Streamable HTTP; rounds alternate so machine
-noise hits all three alike. Goals: Rastrillo ≤ 0.8 × fastapi-mcp's time per
+noise hits all three alike. Goals: Rastrillo <= 0.8 x fastapi-mcp's time per
 call, and Rastrillo's MCP overhead over the plain GET under 1 ms.
 
     python bench/bench_mcp.py [--calls 300] [--rounds 5]
