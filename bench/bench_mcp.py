@@ -99,10 +99,14 @@ def fastapi_mcp_python() -> Path:
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = subprocess.run([str(python), "-c", "import fastapi_mcp"], capture_output=True)
+    probe = subprocess.run(
+        [str(python), "-c", "import fastapi_mcp, importlib.metadata as m; "
+         "assert m.version('mcp').startswith('1.')"],
+        capture_output=True,
+    )
     if probe.returncode != 0:
         subprocess.run([str(python), "-m", "pip", "install", "-q", "fastapi-mcp==0.4.0",
-                        "uvicorn>=0.30,<1"], check=True)
+                        "mcp>=1.10,<2", "uvicorn>=0.30,<1"], check=True)
     return python
 
 
