@@ -25,7 +25,6 @@ arguments once approved; the identical call then redeems the approval (see
 
 from __future__ import annotations
 
-import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -72,7 +71,6 @@ from rastrillo.tools.dispatch import Call, Result, dispatch
 
 __all__ = ["APPROVAL_META", "McpEndpoint", "state_key"]
 
-log = logging.getLogger("rastrillo.agents.mcp")
 
 APPROVAL_META = "rastrillo/approval"
 """The ``_meta`` key of a write waiting for approval: ``{"id", "url"}``."""
