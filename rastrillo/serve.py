@@ -142,7 +142,8 @@ def serve(options: Options, args: ServeArgs) -> int:
 
 
 def server_config(app: App, **listen: Any) -> uvicorn.Config:
-    """Uvicorn's config for ``app``: its connection limits and timeouts, no lifespan."""
+    """Uvicorn's config for ``app``: its connection limits and timeouts, and its lifespan
+    (where ``/mcp``'s session manager runs)."""
     options = app.options
     limits = Limits(
         header_timeout=options.header_timeout,

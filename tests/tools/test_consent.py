@@ -322,7 +322,7 @@ def test_the_identical_call_redeems_its_approval_once(f):
     session = f.session("3")
     pending = propose(f, session)
     assert propose(f, session).approval_id == pending.approval_id  # named again, not duplicated
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
     assert cancel(f, session).status == 303  # no approval id: the identical call's own
     [seen] = f.ran("cancel")
     assert seen["actor"].approval.id == pending.approval_id
@@ -343,7 +343,7 @@ def test_the_identical_call_redeems_its_approval_once(f):
 )
 def test_an_approval_is_redeemed_only_by_the_identical_call(f, change):
     pending = propose(f, f.session("3"))
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
     user = change.pop("user", "3")
     other = propose(f, f.session(user), **change)
     assert other.approval_id != pending.approval_id
@@ -357,7 +357,7 @@ def test_a_declined_or_expired_approval_is_not_reused(tmp_path, state):
     f = build(tmp_path, clock=clock)
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, state != "declined")
+    consent.decide(f.app.db, "3", pending.approval_id, state != "declined")
     if state == "expired":
         clock.advance(11 * 60)
         session = f.session("3")
@@ -370,7 +370,7 @@ def test_of_concurrent_identical_calls_exactly_one_redeems(f):
 
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
 
     def one(_: int) -> object:
         try:
