@@ -85,7 +85,8 @@ class Call:
     ``session`` is the session id (the session cookie's value) of the user the
     agent acts for; ``approval`` the id of the user's approval when re-calling
     a write; ``call_id`` the provider's tool-call id, kept in the audit log
-    (one made up when None).
+    (one made up when None); ``client`` the name of the agent's client (an MCP
+    client's, say), kept in the audit log too.
     """
 
     tool: str
@@ -94,6 +95,7 @@ class Call:
     session: str | None = None
     approval: str | None = None
     call_id: str | None = None
+    client: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             approval_id=approval_id,
             status=status,
             refusal=refusal,
+            client=call.client if isinstance(call.client, str) else None,
             duration_ms=(time.perf_counter() - started) * 1000,
             durable=approval is not None,  # an approved write ran: on disk before we return
             agent=_agent_name(call.actor),
@@ -266,11 +269,20 @@ def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
 
 
 def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
-    """Step 5: a write needs the user's approval of this exact call, used once."""
+    """Step 5: a write needs the user's approval of this exact call, used once.
+
+    Without ``call.approval``, the identical call's own approval counts: an
+    approved one is used, a pending one is named again; else a new one is asked.
+    """
     sentence = confirm_sentence(defn, call.args)
     actor = str(call.actor)
     if call.approval is None:
-        record = consent.request_approval(
+        found = consent.redeem_identical(
+            app.db, tool=defn.id, args=call.args, actor=actor, user_id=user_id, sentence=sentence
+        )
+        if isinstance(found, Approval):
+            return found
+        record = found or consent.request_approval(
             app.db,
             tool=defn.id,
             args=call.args,
