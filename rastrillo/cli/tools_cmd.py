@@ -8,6 +8,7 @@ from typing import Any
 
 from ..loader import load_options
 from ..tools import FORMATS, schemas_json
+from ..visible import for_terminal
 from .call_cmd import add_call_parser
 
 
@@ -34,7 +35,8 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     width = max(len(d.id) for d in defs)
     for d in defs:
-        print(f"{d.id:<{width}}  {d.access.value:<5}  {d.method} {d.path}  {d.description}")
+        line = f"{d.id:<{width}}  {d.access.value:<5}  {d.method} {d.path}  {d.description}"
+        print(for_terminal(line))
     return 0
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import rastrillo
 from rastrillo.cli.main import main
+from rastrillo.loader import load_options
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
@@ -184,6 +185,26 @@ def test_tools_call_and_audit_from_the_command_line(tickets, capsys):
     assert len(lines) == 3
     assert "refused: ApprovalInvalid" in lines[0]
     assert "agent:cli for user 1, approved by user 1 at" in lines[1] and "→ 200" in lines[1]
+
+
+def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys):
+    app = rastrillo.handler(load_options(tickets))
+    forged = "x\n2026-01-01 00:00:00  orders_id_cancel_post(id=\"1\")  agent:cli  → 200"
+    hostile = [
+        Call(tool=forged, args={}, actor=AGENT),
+        Call(tool="orders_id_get", args={"id": "1\x1b]0;pwned\x07\u2028"}, actor=AGENT),
+        Call(tool="\x1b[2J\u202e", args={"\x9b": "\x85"}, actor=AGENT, call_id="\x1b[1m"),
+    ]
+    for call in hostile:
+        with contextlib.suppress(ToolError):
+            run(app, app.options.tools, call)
+    audit.flush(app.db)
+    assert main(["audit", "--app", str(tickets)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == len(hostile)
+    assert not {"\x1b", "\x07", "\x9b", "\x85", "\u2028", "\u202e"} & set(out)
+    assert "x\\n2026-01-01 00:00:00" in out
+    assert '(id="1\\u001b]0;pwned\\u0007\\u2028")' in out
 
 
 def test_tools_call_usage_errors(tickets, capsys):
