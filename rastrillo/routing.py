@@ -23,8 +23,8 @@ from urllib.parse import unquote
 from .errors import RastrilloError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-_PARAM = re.compile(r"^\[(.*)\]$")
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM = re.compile(r"\[(.*)\]", re.DOTALL)
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 Handle = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
@@ -80,7 +80,7 @@ def route_for_file(relative: PurePosixPath) -> tuple[str, str]:
 
 
 def _segment(part: str) -> str:
-    m = _PARAM.match(part)
+    m = _PARAM.fullmatch(part)
     if m is None:
         if "[" in part or "]" in part or "{" in part or "}" in part:
             raise RouteFileError(f"bad path segment {part!r}: a parameter is written [name]")
@@ -88,7 +88,7 @@ def _segment(part: str) -> str:
     name = m.group(1)
     if not name:
         raise RouteFileError("empty parameter []: name it, as in [id]")
-    if not _PARAM_NAME.match(name):
+    if not _PARAM_NAME.fullmatch(name):
         raise RouteFileError(f"bad parameter name [{name}]: use letters, digits and _")
     return "{" + name + "}"
 

@@ -50,7 +50,7 @@ migrations_table = Table(
     Column("applied_at", DateTime(timezone=True), nullable=False),
 )
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_\-]+\.sql$")
+_MIGRATION_NAME = re.compile(r"\d{4}_[A-Za-z0-9_\-]+\.sql")
 _BUSY_TIMEOUT_MS = 10_000
 
 
@@ -130,7 +130,7 @@ class Database:
         if not migrations_dir.is_dir():
             return []
         files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
-        bad = [p.name for p in files if not _MIGRATION_NAME.match(p.name)]
+        bad = [p.name for p in files if not _MIGRATION_NAME.fullmatch(p.name)]
         if bad:
             raise ConfigError(
                 f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"

@@ -37,6 +37,8 @@ def test_file_to_route(file, method, path):
         ("[a-b].GET.py", "bad parameter name"),
         ("[id]/[id].GET.py", "appears twice"),
         ("a[b.GET.py", "bad path segment"),
+        ("[id]\n/x.GET.py", "bad path segment"),  # a name is matched whole, never up to a \n
+        ("[id]\n.GET.py", "bad path segment"),
     ],
 )
 def test_bad_files_are_named(file, message):

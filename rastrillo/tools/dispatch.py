@@ -61,7 +61,7 @@ log = logging.getLogger("rastrillo.tools")
 _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # Call ids for calls without one: unique per process run, without a syscall per call.
 _RUN = secrets.token_hex(4)
 _SEQUENCE = itertools.count(1)
@@ -226,7 +226,7 @@ def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")
     session = call.session
-    if session is not None and (not isinstance(session, str) or not _SESSION_ID.match(session)):
+    if session is not None and not (isinstance(session, str) and _SESSION_ID.fullmatch(session)):
         raise BadActor("call.session is not a session id")
     found = find_session(app.db, session) if session is not None else None
     user_id = found.user_id if found is not None else None

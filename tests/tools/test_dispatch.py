@@ -108,6 +108,8 @@ def test_the_order_of_checks(f):
         rastrillo.Actor.agent(""),
         rastrillo.Actor.agent("has space"),
         rastrillo.Actor.agent("x" * 65),
+        rastrillo.Actor.agent("concierge\n"),  # a name is matched whole, never up to a \n
+        rastrillo.Actor.agent(7),
         "agent:concierge",
         None,
     ],
@@ -148,6 +150,14 @@ def test_an_approval_cannot_ride_on_the_actor(f):
 def test_a_malformed_session_is_refused(f, session):
     with pytest.raises(BadActor):
         call(f, "orders_id_get", {"id": "7"}, session=session)
+
+
+def test_a_session_id_with_a_trailing_newline_is_refused_not_stripped(f):
+    # The cookie parser would strip the newline and run the call as the user,
+    # while dispatch would look up no session and audit it as nobody's.
+    with pytest.raises(BadActor, match="not a session id"):
+        call(f, "me_get", session=f.session("3") + "\n")
+    assert f.seen == []
 
 
 def test_a_write_needs_a_live_session_of_the_user(f):
