@@ -191,9 +191,19 @@ def dispatch_sync(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
 
 def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
     """Steps 1-3: the tool exists; its args, exactly, with safe values."""
-    defn = next((d for d in defs if d.id == call.tool), None)
+    defn = (
+        next((d for d in defs if d.id == call.tool), None) if isinstance(call.tool, str) else None
+    )
     if defn is None:
-        raise UnknownTool(str(call.tool), (d.id for d in defs))
+        raise UnknownTool(
+            call.tool if isinstance(call.tool, str) else repr(call.tool), (d.id for d in defs)
+        )
+    if defn.access is Access.READ and defn.method != "GET":
+        # Generate refuses such a tool; a hand-built registry must not run a state change unasked.
+        raise ToolError(
+            f"tool {defn.id!r} is a read but its route is {defn.method}: a read tool must be "
+            "a GET action"
+        )
     args = call.args
     if not isinstance(args, Mapping):
         raise BadArg(defn.id, "*", "args must be a mapping of arg name to string value")

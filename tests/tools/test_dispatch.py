@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 import rastrillo
+from rastrillo.registry.declare import ToolDef
 from rastrillo.tools import (
     BadActor,
     BadArg,
@@ -16,6 +17,7 @@ from rastrillo.tools import (
     ConfirmRequired,
     MissingArg,
     ToolCallMarker,
+    ToolError,
     UnknownArg,
     UnknownTool,
     dispatch,
@@ -34,6 +36,30 @@ def f(tmp_path) -> Fixture:
 def call(f: Fixture, tool: str, args: dict | None = None, **kw) -> rastrillo.tools.Result:
     kw.setdefault("actor", AGENT)
     return dispatch_sync(f.app, f.defs, Call(tool=tool, args=args or {}, **kw))
+
+
+def test_a_hand_built_write_given_as_a_string_still_needs_its_approval(tmp_path):
+    f = build(tmp_path)
+    delete = ToolDef(id="notes_id_delete", method="DELETE", path="/notes/{id}",
+                     description="Delete a note.", access="write", args={"id": "note"},
+                     confirm="Delete note {id}?")
+    with pytest.raises(BadActor, match="session"):
+        dispatch_sync(f.app, [delete], Call(tool=delete.id, args={"id": "1"}, actor=AGENT))
+    with pytest.raises(ConfirmRequired):
+        dispatch_sync(f.app, [delete], Call(tool=delete.id, args={"id": "1"}, actor=AGENT,
+                                            session=f.session("3")))
+    assert f.seen == []
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE", "HEAD"])
+def test_a_hand_built_read_tool_that_is_not_get_is_refused(tmp_path, method):
+    f = build(tmp_path)
+    read = ToolDef(id="notes_id_x", method=method, path="/notes/{id}", description="x",
+                   args={"id": "note"})
+    with pytest.raises(ToolError, match="a read tool must be a GET action"):
+        dispatch_sync(f.app, [read], Call(tool=read.id, args={"id": "1"}, actor=AGENT,
+                                          session=f.session("3")))
+    assert f.seen == []
 
 
 def test_a_read_tool_reaches_its_handle_as_the_agent_for_the_user(f):
