@@ -7,15 +7,10 @@ RASTRILLO_TEST_POSTGRES_URL). Each test gets a database of its own.
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 import rastrillo
 from rastrillo.sessions import create_session, revoke_user
@@ -25,29 +20,9 @@ from rastrillo.storage import Database
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, audit, consent, dispatch
 from tests.tools._tools_app import build
 
-URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
 AGENT = rastrillo.Actor.agent("concierge")
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    base = os.environ.get(URL_ENV)
-    if not base:
-        if os.environ.get("CI"):
-            pytest.fail(f"{URL_ENV} is not set: run the tests with `make test`")
-        pytest.skip(f"no PostgreSQL: set {URL_ENV} or run `make test`")
-    name = f"t_{secrets.token_hex(6)}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def test_framework_tables_and_migrations_apply_once(pg_url, tmp_path):
