@@ -30,11 +30,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, select
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from rastrillo.actor import Approval, describe
+from rastrillo.errors import RastrilloError
 from rastrillo.storage import METADATA, Database
 
-__all__ = ["AuditRecord", "append", "as_utc", "flush", "latest"]
+__all__ = ["AuditNotWritten", "AuditRecord", "append", "as_utc", "flush", "latest", "shutdown"]
 
 log = logging.getLogger("rastrillo.tools.audit")
 
@@ -96,58 +98,103 @@ class AuditRecord:
 def append(
     db: Database,
     *,
-    call_id: str,
-    tool: str,
-    actor: str,
+    call_id: Any,
+    tool: Any,
+    actor: Any,
     user_id: str | None,
-    args: Mapping[str, Any],
+    args: Mapping[Any, Any],
     approval: Approval | None,
-    approval_id: str | None,
+    approval_id: Any,
     status: int | None,
     refusal: str | None,
     duration_ms: float,
     durable: bool = False,
 ) -> None:
-    """Record one call; whatever it held is kept, non-strings as their ``repr``.
+    """Record one call, whatever it held: never refused for its content.
 
-    ``durable`` writes the row now, in the calling thread; otherwise it is
+    Every text is made storable on every database: a non-string as its
+    ``repr``, a lone surrogate or a NUL escaped, a value longer than its column
+    cut short (ending ``…``). ``durable`` writes the row now, in the calling
+    thread, waiting out a locked or unreachable database; otherwise it is
     queued for the background writer.
     """
-    row = dict(
-        at=datetime.now(UTC),
-        call_id=call_id,
-        tool=_text(tool),
-        actor=_text(actor),
-        user_id=user_id,
-        args=json.dumps(_printable(args), ensure_ascii=False),
-        approval_id=approval_id,
-        approved_by=approval.approved_by if approval else None,
-        approved_at=approval.approved_at if approval else None,
-        status=status,
-        refusal=refusal,
-        duration_ms=duration_ms,
+    row = _storable(
+        dict(
+            at=datetime.now(UTC),
+            call_id=call_id,
+            tool=tool,
+            actor=actor,
+            user_id=user_id,
+            args=json.dumps({_text(k): _text(v) for k, v in args.items()}, ensure_ascii=False),
+            approval_id=approval_id,
+            approved_by=approval.approved_by if approval else None,
+            approved_at=approval.approved_at if approval else None,
+            status=status,
+            refusal=refusal,
+            duration_ms=duration_ms,
+        )
     )
     if durable:
-        with db.write() as conn:
-            conn.execute(_INSERT, [row])
+        _insert(db, [row])
     else:
         _writer(db).put(row)
 
 
+class AuditNotWritten(RastrilloError):
+    """Rows appended before a :func:`flush` are not in the table.
+
+    ``pending`` rows are still queued: the database is locked or unreachable,
+    and the writer goes on retrying them. ``lost`` rows were refused by the
+    database since the last flush and are in the log, each in full.
+    """
+
+    def __init__(self, pending: int, lost: int) -> None:
+        self.pending = pending
+        self.lost = lost
+        parts = []
+        if pending:
+            parts.append(f"{pending} still waiting for the database (retrying)")
+        if lost:
+            parts.append(f"{lost} refused by the database (logged in full)")
+        super().__init__(f"audit rows not written: {'; '.join(parts)}")
+
+
 def flush(db: Database, timeout: float = 10.0) -> None:
-    """Wait until every row appended so far is in the table."""
+    """Wait until every row appended so far is in the table.
+
+    Raises :class:`AuditNotWritten` when, after ``timeout`` seconds, some are
+    still waiting (they stay queued and are written once the database lets
+    them), or when the database refused rows since the last flush.
+    """
     writer = _writers.get(db)
-    if writer is not None:
-        writer.wait(timeout)
+    if writer is None:
+        return
+    pending = writer.wait(timeout)
+    lost = writer.take_lost()
+    if pending or lost:
+        raise AuditNotWritten(pending, lost)
+
+
+def shutdown(timeout: float = 30.0) -> None:
+    """At interpreter exit: wait for every database's queued rows, then log, row by
+    row, any that could still not be written."""
+    for writer in list(_writers.values()):
+        if writer.wait(timeout):
+            for row in writer.abandon():
+                log.error("audit: row not written before exit: %s", _as_json(row))
 
 
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:
-    """The newest rows first, optionally only the calls made for one user."""
-    flush(db)
+    """The newest rows first, optionally only the calls made for one user.
+
+    Rows appended before the call are waited for (up to ten seconds), so a
+    caller sees its own calls.
+    """
+    writer = _writers.get(db)
+    if writer is not None:
+        writer.wait(10.0)
     query = (
-        select(audit_table)
-        .order_by(audit_table.c.at.desc(), audit_table.c.id.desc())
-        .limit(limit)
+        select(audit_table).order_by(audit_table.c.at.desc(), audit_table.c.id.desc()).limit(limit)
     )
     if user_id is not None:
         query = query.where(audit_table.c.user_id == user_id)
@@ -156,14 +203,30 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     return [_record(row._mapping) for row in rows]
 
 
-def _printable(args: Mapping[Any, Any]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in args.items()}
-
-
 def _text(value: Any) -> str:
-    """Any value as text the database takes: non-strings as ``repr``, lone surrogates escaped."""
+    """Any value as text every database stores: non-strings as ``repr``; a lone
+    surrogate (not UTF-8) and a NUL (refused by PostgreSQL) escaped as ``\\udxxx``
+    and ``\\x00``."""
     text = value if isinstance(value, str) else repr(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with each text column's value storable and cut to the column's length."""
+    for column in audit_table.columns:
+        value = row.get(column.name)
+        if not isinstance(column.type, String) or (value is None and column.nullable):
+            continue
+        text = _text(value)
+        limit = column.type.length
+        if limit is not None and len(text) > limit:
+            text = text[: limit - 1] + "…"
+        row[column.name] = text
+    return row
+
+
+def _as_json(row: Mapping[str, Any]) -> str:
+    return json.dumps(row, default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
@@ -190,6 +253,48 @@ def as_utc(value: Any) -> Any:
     return value
 
 
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 2.0
+
+
+def _insert(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert ``rows``; return those the database refused, each logged in full.
+
+    A locked or unreachable database (``OperationalError``, a lost connection)
+    is waited out: the rows are retried, with a growing pause, until written.
+    Any other failure is a row's own: the rows are then written one at a time,
+    so one refused row never costs another.
+    """
+    delay = _RETRY_FIRST
+    waiting = False
+    while True:
+        try:
+            with db.write() as conn:
+                conn.execute(_INSERT, rows)
+        except DBAPIError as exc:
+            if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+                refused: Exception = exc
+                break
+            if not waiting:
+                log.warning(
+                    "audit: %d rows wait for the database (%s); retrying", len(rows), exc.orig
+                )
+                waiting = True
+            time.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+        except Exception as exc:
+            refused = exc
+            break
+        else:
+            if waiting:
+                log.warning("audit: %d rows written after waiting for the database", len(rows))
+            return []
+    if len(rows) == 1:
+        log.error("audit: the database refused a row: %s", _as_json(rows[0]), exc_info=refused)
+        return rows
+    return [lost for row in rows for lost in _insert(db, [row])]
+
+
 class _Writer:
     """Writes one database's queued rows in batches on a thread that ends when idle."""
 
@@ -200,8 +305,10 @@ class _Writer:
         self.db = db
         self._cond = threading.Condition()
         self._rows: list[dict[str, Any]] = []
+        self._batch: list[dict[str, Any]] = []
         self._queued = 0
-        self._written = 0
+        self._done = 0
+        self._lost = 0
         self._running = False
 
     def put(self, row: dict[str, Any]) -> None:
@@ -213,12 +320,25 @@ class _Writer:
                 self._running = True
                 threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> int:
+        """Wait until the rows queued so far are written or refused; return how many are not."""
         deadline = time.monotonic() + timeout
         with self._cond:
             target = self._queued
-            while self._written < target and self._cond.wait(deadline - time.monotonic()):
+            while self._done < target and self._cond.wait(max(0.0, deadline - time.monotonic())):
                 pass
+            return max(0, target - self._done)
+
+    def take_lost(self) -> int:
+        """How many rows the database refused since the last call."""
+        with self._cond:
+            lost, self._lost = self._lost, 0
+            return lost
+
+    def abandon(self) -> list[dict[str, Any]]:
+        """The rows not written yet: the one batch being written and every queued row."""
+        with self._cond:
+            return [*self._batch, *self._rows]
 
     def _run(self) -> None:
         while True:
@@ -229,14 +349,12 @@ class _Writer:
                 if not self._rows:
                     self._running = False
                     return
-                batch, self._rows = self._rows, []
-            try:
-                with self.db.write() as conn:
-                    conn.execute(_INSERT, batch)
-            except Exception:
-                log.exception("audit: %d rows could not be written: %r", len(batch), batch)
+                self._batch, self._rows = self._rows, []
+            lost = _insert(self.db, self._batch)
             with self._cond:
-                self._written += len(batch)
+                self._done += len(self._batch)
+                self._lost += len(lost)
+                self._batch = []
                 self._cond.notify_all()
 
 
@@ -252,7 +370,4 @@ def _writer(db: Database) -> _Writer:
     return writer
 
 
-@atexit.register
-def _flush_all() -> None:
-    for writer in list(_writers.values()):
-        writer.wait(10.0)
+atexit.register(shutdown)
