@@ -31,7 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import sessions
-from .context import Context
+from .context import TOOL_CALL_SCOPE_KEY, Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
@@ -153,7 +153,9 @@ class App:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        # A tool call goes to its tool's route only, never a framework endpoint.
+        framework = scope["type"] == "http" and TOOL_CALL_SCOPE_KEY not in scope
+        endpoint = self._endpoints.get(scope["path"]) if framework else None
         if endpoint is not None:
             response = await endpoint(Request(scope, receive))
             await response(scope, receive, send)
@@ -166,12 +168,17 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._static is not None and scope["path"].startswith("/static/"):
+        tool_route = getattr(scope.get(TOOL_CALL_SCOPE_KEY), "route", None)
+        if tool_route is None and self._static is not None and scope["path"].startswith("/static/"):
             await self._static(scope, receive, send)
             return
         raw = scope.get("raw_path")
         path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
-        found = self.router.match(scope["method"], path)
+        found: Match | list[str] | None
+        if tool_route is None:
+            found = self.router.match(scope["method"], path)
+        else:
+            found = self.router.match_route(scope["method"], tool_route, path)
         if found is None:
             response: Response = PlainTextResponse("Not found", status_code=404)
         elif isinstance(found, list):

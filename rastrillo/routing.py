@@ -147,6 +147,7 @@ class Router:
 
     def __init__(self, routes: Sequence[Route]) -> None:
         self._root = _Node()
+        self._routes = {(route.method, route.path): route for route in routes}
         for route in routes:
             node = self._root
             for seg in _split(route.path):
@@ -175,6 +176,22 @@ class Router:
             return sorted(node.routes)
         values = _param_values(route.path, segments)
         return Match(route, values)
+
+    def match_route(self, method: str, pattern: str, raw_path: str) -> Match | None:
+        """The route ``pattern`` itself, if ``raw_path`` fits it segment for segment.
+
+        For a dispatched tool call: it must reach exactly its tool's route, never
+        a literal sibling (``/notes/export`` for ``/notes/{id}`` with id ``export``).
+        """
+        route = self._routes.get(("GET" if method == "HEAD" else method, pattern))
+        segments = _split(raw_path)
+        names = _split(pattern)
+        if route is None or segments is None or names is None or len(segments) != len(names):
+            return None
+        for name, seg in zip(names, segments, strict=True):
+            if not seg or (not name.startswith("{") and unquote(seg) != name):
+                return None
+        return Match(route, _param_values(route.path, segments))
 
     def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
         if i == len(segments):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -337,3 +338,62 @@ def test_a_browser_request_has_a_human_actor(f):
     client.cookies.set("rastrillo_session", f.session("5"))
     assert client.get("/me").json() == {"user": "5", "actor": "human"}
     assert f.seen[-1]["actor"] == rastrillo.Actor(human=True, user_id="5")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "handler"),
+    [
+        ("notes_id_get", {"id": "export"}, "note"),
+        ("name_get", {"name": "healthz"}, "page"),
+        ("name_get", {"name": "api"}, "page"),
+        ("name_get", {"name": "me"}, "page"),
+        ("name_get", {"name": "static"}, "page"),
+    ],
+)
+def test_a_read_reaches_exactly_its_tools_route_never_a_literal_sibling(f, tool, args, handler):
+    result = call(f, tool, args, session=f.session("3"))
+    assert result.status == 200
+    [seen] = f.seen
+    assert (seen["handler"], seen["params"]) == (handler, args)
+
+
+def test_an_approved_write_runs_exactly_what_the_sentence_names(f):
+    session = f.session("3")
+    with pytest.raises(ConfirmRequired) as pending:
+        call(f, "notes_id_erase_post", {"id": "all"}, session=session)
+    assert pending.value.sentence == "Erase note all?"
+    rastrillo.tools.consent.decide(f.app.db, "3", pending.value.approval_id, True)
+    result = call(f, "notes_id_erase_post", {"id": "all"}, session=session,
+                  approval=pending.value.approval_id)
+    assert result.text == "erased all"
+    assert [s["handler"] for s in f.seen] == ["erase"]
+
+
+def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
+    """Another thread holds the write lock until the event loop runs again: dispatch
+    waiting on the database must leave the loop free, or this never ends."""
+    session = f.session("3")
+    holding, loop_ran = threading.Event(), threading.Event()
+    released_by_the_loop: list[bool] = []
+
+    def hold() -> None:
+        with f.app.db.write():
+            holding.set()
+            released_by_the_loop.append(loop_ran.wait(30))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(30)
+
+    async def main() -> None:
+        write = Call(tool="orders_id_cancel_post", args={"id": "1", "reason": "r"},
+                     actor=AGENT, session=session)
+        proposing = asyncio.create_task(dispatch(f.app, f.defs, write))
+        await asyncio.sleep(0)  # dispatch runs up to its first wait
+        loop_ran.set()
+        with pytest.raises(ConfirmRequired):
+            await proposing
+
+    asyncio.run(main())
+    holder.join()
+    assert released_by_the_loop == [True]
