@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import inspect
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
+from .awaitable import is_async_callable
 from .errors import RastrilloError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -42,10 +42,10 @@ class Route:
     source: str
     handle: Handle = field(compare=False, repr=False)
     is_async: bool = field(init=False, compare=False, repr=False)
-    """Whether ``handle`` is a coroutine function; decided once, not per request."""
+    """Whether calling ``handle`` gives a coroutine; decided once, not per request."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handle))
+        object.__setattr__(self, "is_async", is_async_callable(self.handle))
 
 
 def is_action_part(name: str) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import random
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from ..awaitable import is_async_callable
 from ..errors import ConfigError
 from .lease import DEFAULT_NAME, Lease, record_pass
 
@@ -131,12 +131,6 @@ def backoff(failures: int) -> float:
 def equal_jitter(wait: float, rng: random.Random) -> float:
     """A wait in [wait/2, wait]: spreads retries without the near-zero waits of full jitter."""
     return wait / 2 + rng.uniform(0, wait / 2)
-
-
-def is_async_callable(fn: object) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    )
 
 
 def _utc(instant: datetime | None) -> str:

@@ -21,8 +21,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from ..awaitable import is_async_callable
 from .lease import recorded_next_due
-from .loop import as_sidecar, interpret, is_async_callable
+from .loop import as_sidecar, interpret
 
 if TYPE_CHECKING:
     from ..app import Options
