@@ -34,7 +34,7 @@ def show(ctx: Context) -> Response:
     return ctx.render(
         "_rastrillo/approval.html",
         approval=record,
-        state=record.state(),
+        state=record.state(ctx.db.clock.now()),
         sentence=visible.parts(record.sentence),
         args=[(name, visible.parts(value)) for name, value in record.args.items()],
     )

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, select
+from sqlalchemy import Column, Float, Integer, String, Table, Text, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from rastrillo.actor import Approval, describe
 from rastrillo.errors import RastrilloError
-from rastrillo.storage import METADATA, Database
+from rastrillo.storage import METADATA, Database, Instant
 
-__all__ = ["AuditNotWritten", "AuditRecord", "append", "as_utc", "flush", "latest", "shutdown"]
+__all__ = ["AuditNotWritten", "AuditRecord", "append", "flush", "latest", "shutdown"]
 
 log = logging.getLogger("rastrillo.tools.audit")
 
@@ -44,7 +44,7 @@ audit_table = Table(
     "rastrillo_audit",
     METADATA,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
+    Column("at", Instant, nullable=False),
     Column("call_id", String(64), nullable=False),
     Column("tool", Text, nullable=False),
     Column("actor", Text, nullable=False),
@@ -52,7 +52,7 @@ audit_table = Table(
     Column("args", Text, nullable=False),
     Column("approval_id", String(64)),
     Column("approved_by", String(255)),
-    Column("approved_at", DateTime(timezone=True)),
+    Column("approved_at", Instant),
     Column("status", Integer),
     Column("refusal", Text),
     Column("duration_ms", Float, nullable=False),
@@ -120,7 +120,7 @@ def append(
     """
     row = _storable(
         dict(
-            at=datetime.now(UTC),
+            at=db.clock.now(),
             call_id=call_id,
             tool=tool,
             actor=actor,
@@ -231,7 +231,7 @@ def _as_json(row: Mapping[str, Any]) -> str:
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
     return AuditRecord(
-        at=as_utc(row["at"]),
+        at=row["at"],
         call_id=row["call_id"],
         tool=row["tool"],
         actor=row["actor"],
@@ -239,18 +239,11 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
         args=json.loads(row["args"]),
         approval_id=row["approval_id"],
         approved_by=row["approved_by"],
-        approved_at=as_utc(row["approved_at"]),
+        approved_at=row["approved_at"],
         status=row["status"],
         refusal=row["refusal"],
         duration_ms=row["duration_ms"],
     )
-
-
-def as_utc(value: Any) -> Any:
-    """SQLite hands datetimes back naive; every time the framework stores is UTC."""
-    if isinstance(value, datetime) and value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
 
 
 _RETRY_FIRST = 0.05
