@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, String, Table, Text, select
+from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from rastrillo.actor import Approval, describe
@@ -188,7 +188,8 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     """The newest rows first, optionally only the calls made for one user.
 
     Rows appended before the call are waited for (up to ten seconds), so a
-    caller sees its own calls.
+    caller sees its own calls. A database the app never opened has no audit
+    table, and so no rows.
     """
     writer = _writers.get(db)
     if writer is not None:
@@ -199,8 +200,10 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     if user_id is not None:
         query = query.where(audit_table.c.user_id == user_id)
     with db.read() as conn:
-        rows = conn.execute(query).all()
-    return [_record(row._mapping) for row in rows]
+        if not inspect(conn).has_table(audit_table.name):
+            return []
+        rows = conn.execute(query).mappings().all()
+    return [_record(row) for row in rows]
 
 
 def _text(value: Any) -> str:

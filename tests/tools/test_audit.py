@@ -354,3 +354,30 @@ def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeyp
     audit.flush(f.app.db)
     rows = audit.latest(f.app.db, limit=10)
     assert sorted(r.call_id for r in rows) == ["held-0", "held-1", "held-2"]
+
+
+def test_rastrillo_audit_only_reads_it_neither_migrates_nor_seeds(tmp_path, capsys):
+    (tmp_path / "migrations").mkdir()
+    (tmp_path / "migrations" / "0001_notes.sql").write_text("CREATE TABLE notes (id INTEGER);")
+    (tmp_path / "app.py").write_text(
+        "from pathlib import Path\n"
+        "import rastrillo\n"
+        "HERE = Path(__file__).parent\n"
+        "OPTIONS = rastrillo.Options(\n"
+        "    app_dir=HERE, db='data/app.db', setup=lambda db: (HERE / 'seeded').touch()\n"
+        ")\n"
+    )
+    app = ["--app", str(tmp_path)]
+    assert main(["audit", *app]) == 0
+    assert capsys.readouterr().out == "no tool calls yet\n"
+    assert not (tmp_path / "data").exists()
+
+    (tmp_path / "data").mkdir()
+    sqlite3.connect(tmp_path / "data" / "app.db").close()  # a database the app never opened
+    assert main(["audit", *app]) == 0
+    assert capsys.readouterr().out == "no tool calls yet\n"
+    assert not (tmp_path / "seeded").exists()
+    tables = sqlite3.connect(tmp_path / "data" / "app.db").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+    )
+    assert tables.fetchall() == []
