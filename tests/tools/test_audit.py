@@ -321,7 +321,7 @@ def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeyp
     monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)  # give up on a lock wait sooner
     f = build(tmp_path)
     session = f.session("3")
-    holder = sqlite3.connect(f.options.database_url(), isolation_level=None)
+    holder = sqlite3.connect(f.app.db.engine.url.database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
     waiting = _Seen("rows wait for the database")
     logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
