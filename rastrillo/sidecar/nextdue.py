@@ -23,7 +23,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..awaitable import is_async_callable
 from .lease import recorded_next_due
-from .loop import as_sidecar, interpret
+from .loop import as_sidecar
+from .planner import interpret
 
 if TYPE_CHECKING:
     from ..app import Options
