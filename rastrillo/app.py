@@ -134,8 +134,8 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
-        if console.enabled(options):
-            framework_routes += console.console_routes(self)
+        if console.enabled(options.console):
+            framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
         self._static = _static_files(options.app_dir / "static")
@@ -161,7 +161,14 @@ class App:
             "/api/version": _get_only(self._version),
         }
         if options.next_due is not None or options.sidecar is not None:
-            self._endpoints["/api/next-due"] = _get_only(next_due_endpoint(options, self.db))
+            self._endpoints["/api/next-due"] = _get_only(
+                next_due_endpoint(self.db, next_due=options.next_due, sidecar=options.sidecar)
+            )
+
+    @property
+    def approval_ttl(self) -> timedelta:
+        """How long an agent's proposed write waits for approval (``Options.approval_ttl``)."""
+        return self.options.approval_ttl
 
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""

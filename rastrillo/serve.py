@@ -21,7 +21,7 @@ import uvicorn
 from .app import DEFAULT_ADDR, App, Options
 from .errors import RastrilloError
 from .logs import configure_logging
-from .storage import database_url
+from .storage import Database, database_url
 
 USAGE = """\
 usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH]
@@ -86,7 +86,8 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
         if parsed is None:
             from .sidecar import run_sidecar
 
-            return run_sidecar(options)
+            db = Database(options.database_url(), clock=options.clock)
+            return run_sidecar(options.sidecar, db, options.app_dir / "migrations")
         return serve(options, parsed)
     except RastrilloError as exc:
         sys.stderr.write(f"error: {exc}\n")

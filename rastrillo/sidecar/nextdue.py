@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,11 +23,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..awaitable import is_async_callable
 from .lease import recorded_next_due
-from .loop import as_sidecar
+from .loop import Sidecar, as_sidecar
 from .planner import interpret
 
 if TYPE_CHECKING:
-    from ..app import Options
     from ..storage import Database
 
 TOKEN_ENV = "CARLOS_ADMIN_TOKEN"
@@ -59,14 +58,19 @@ def unix_seconds(instant: datetime | None) -> int:
     return 0 if instant is None else (instant - _EPOCH) // timedelta(seconds=1)
 
 
-def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint: ``Options.next_due`` when set, else the sidecar's recorded next due.
+def next_due_endpoint(
+    db: Database,
+    *,
+    next_due: Callable[[Database], Any] | None,
+    sidecar: Callable[..., Any] | Sidecar | None,
+) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint: ``next_due`` (``Options.next_due``) when set, else the sidecar's record.
 
     The app mounts it only when one of the two is configured, and only for GET
     and HEAD.
     """
-    provider = options.next_due
-    sidecar = as_sidecar(options.sidecar)
+    provider = next_due
+    sidecar = as_sidecar(sidecar)
 
     async def compute() -> datetime | None:
         if provider is None:
