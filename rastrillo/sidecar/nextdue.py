@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..awaitable import is_async_callable
+from ..errors import ConfigError
 from .lease import recorded_next_due
 from .loop import Sidecar, as_sidecar
 from .planner import interpret
@@ -70,6 +72,8 @@ def next_due_endpoint(
     and HEAD.
     """
     provider = next_due
+    if provider is not None:
+        _check_takes_the_database(provider)
     sidecar = as_sidecar(sidecar)
 
     async def compute() -> datetime | None:
@@ -95,3 +99,14 @@ def next_due_endpoint(
         return JSONResponse({"due": unix_seconds(due)}, headers=_NO_STORE)
 
     return endpoint
+
+
+def _check_takes_the_database(provider: Callable[..., Any]) -> None:
+    """Refuse, when the app is built, a ``next_due`` the first poll could not call."""
+    try:
+        inspect.signature(provider).bind(None)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            "Options.next_due takes one argument, the database, and returns an aware "
+            f"datetime or None (def next_due(db) -> datetime | None); {provider!r}: {exc}"
+        ) from None
