@@ -30,11 +30,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from rastrillo.actor import Approval, describe
 from rastrillo.errors import RastrilloError
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.storage import METADATA, Database, Instant, is_unavailable
 
 __all__ = ["AuditNotWritten", "AuditRecord", "append", "flush", "latest", "shutdown"]
 
@@ -274,10 +273,11 @@ _RETRY_MAX = 2.0
 def _insert(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Insert ``rows``; return those the database refused, each logged in full.
 
-    A locked or unreachable database (``OperationalError``, a lost connection)
-    is waited out: the rows are retried, with a growing pause, until written.
-    Any other failure is a row's own: the rows are then written one at a time,
-    so one refused row never costs another.
+    A database that cannot serve now (``storage.is_unavailable``: locked past
+    the busy timeout, unreachable, out of room) is waited out: the rows are
+    retried, with a growing pause, until written. Any other failure is a row's
+    own: the rows are then written one at a time, so one refused row never
+    costs another.
     """
     delay = _RETRY_FIRST
     waiting = False
@@ -285,20 +285,15 @@ def _insert(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         try:
             with db.write() as conn:
                 conn.execute(_INSERT, rows)
-        except DBAPIError as exc:
-            if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
-                refused: Exception = exc
+        except Exception as exc:
+            if not is_unavailable(exc):
+                refused = exc
                 break
             if not waiting:
-                log.warning(
-                    "audit: %d rows wait for the database (%s); retrying", len(rows), exc.orig
-                )
+                log.warning("audit: %d rows wait for the database (%s); retrying", len(rows), exc)
                 waiting = True
             time.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
-        except Exception as exc:
-            refused = exc
-            break
         else:
             if waiting:
                 log.warning("audit: %d rows written after waiting for the database", len(rows))
