@@ -123,33 +123,31 @@ def append(
 ) -> None:
     """Record one call, whatever it held: never refused for its content.
 
-    Every text is made storable on every database: a non-string as its
-    ``repr``, a lone surrogate or a NUL escaped, a value longer than its column
-    cut short (ending ``…``). ``durable`` writes the row now, in the calling
-    thread, waiting out a locked or unreachable database; otherwise it is
-    queued for the background writer.
+    Every text is made storable on every database (by the thread that writes
+    it, not the caller's): a non-string as its ``repr``, a lone surrogate or a
+    NUL escaped, a value longer than its column cut short (ending ``…``).
+    ``durable`` writes the row now, in the calling thread, waiting out a locked
+    or unreachable database; otherwise it is queued for the background writer.
     """
-    row = _storable(
-        dict(
-            at=db.clock.now(),
-            call_id=call_id,
-            tool=tool,
-            actor=actor,
-            agent=agent,
-            user_id=user_id,
-            args=json.dumps({_text(k): _text(v) for k, v in args.items()}, ensure_ascii=False),
-            approval_id=approval_id,
-            approval_path=approval_path,
-            approved_by=approval.approved_by if approval else None,
-            approved_at=approval.approved_at if approval else None,
-            status=status,
-            refusal_kind=refusal_kind,
-            refusal=refusal,
-            duration_ms=duration_ms,
-        )
+    row = dict(
+        at=db.clock.now(),
+        call_id=call_id,
+        tool=tool,
+        actor=actor,
+        agent=agent,
+        user_id=user_id,
+        args=dict(args),
+        approval_id=approval_id,
+        approval_path=approval_path,
+        approved_by=approval.approved_by if approval else None,
+        approved_at=approval.approved_at if approval else None,
+        status=status,
+        refusal_kind=refusal_kind,
+        refusal=refusal,
+        duration_ms=duration_ms,
     )
     if durable:
-        _insert(db, [row])
+        _insert(db, [_storable(row)])
     else:
         _writer(db).put(row)
 
@@ -230,6 +228,8 @@ def _text(value: Any) -> str:
 
 def _storable(row: dict[str, Any]) -> dict[str, Any]:
     """The row with each text column's value storable and cut to the column's length."""
+    args = row["args"]
+    row["args"] = json.dumps({_text(k): _text(v) for k, v in args.items()}, ensure_ascii=False)
     for column in audit_table.columns:
         value = row.get(column.name)
         if not isinstance(column.type, String) or (value is None and column.nullable):
@@ -359,7 +359,7 @@ class _Writer:
                     self._running = False
                     return
                 self._batch, self._rows = self._rows, []
-            lost = _insert(self.db, self._batch)
+            lost = _insert(self.db, [_storable(row) for row in self._batch])
             with self._cond:
                 self._done += len(self._batch)
                 self._lost += len(lost)
