@@ -34,7 +34,7 @@ from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from rastrillo.actor import Actor, Approval
-from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
 from rastrillo.registry.declare import Access, ToolDef
 from rastrillo.registry.errors import (
@@ -129,8 +129,8 @@ class ToolCallMarker:
     call_id: str
     approval: Approval | None = None
     session: Session | None = None
-    """The call's session as the dispatcher found it, so the session middleware
-    need not look it up again."""
+    """The call's session as the dispatcher found it (a write's), so the session
+    middleware need not look it up again; None, and it looks it up as for a browser."""
     route: str | None = None
     """The tool's route path (``/notes/{id}``): the router matches the request
     against it alone, so a value can never reach a literal sibling (``/notes/export``)."""
@@ -164,7 +164,12 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
         if defn.access is Access.WRITE:
             approval_id = call.approval
         session = None
-        if call.session is not None:
+        if call.session is not None and (
+            defn.access is Access.WRITE or call.actor.user_id is not None
+        ):
+            # Needed before the app runs: a write's user approves it, a claimed user is
+            # checked. A read's session is looked up by the session middleware, as a
+            # browser's is, in the one worker-thread hop a request has for it.
             session = await run_in_threadpool(find_session, app.db, call.session)
         user_id = _check_user(defn, call, session)
         if defn.access is Access.WRITE:
@@ -173,7 +178,9 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             approval_path = consent.approval_path(approval.id)
         actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
         marker = ToolCallMarker(actor, call_id, approval, session, defn.path)
-        result = await _run(app, defn, call, marker)
+        result, resolved_user = await _run(app, defn, call, marker)
+        if session is None:
+            user_id = resolved_user
         status = result.status
         return result
     except ConfirmRequired as exc:
@@ -322,8 +329,10 @@ def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
     )
 
 
-async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
-    """Send one request through ``app`` and collect the response."""
+async def _run(
+    app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker
+) -> tuple[Result, str | None]:
+    """Send one request through ``app``; its response, and the user its session was."""
     params = set(path_params(defn.path))
     raw_path = "/".join(
         quote(call.args[seg[1:-1]], safe="") if seg.startswith("{") else seg
@@ -358,7 +367,8 @@ async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -
         "extensions": {},
         TOOL_CALL_SCOPE_KEY: marker,
     }
-    return await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+    result = await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+    return result, scope.get(USER_SCOPE_KEY)
 
 
 async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str) -> Result:
