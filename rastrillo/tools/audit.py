@@ -148,7 +148,7 @@ def append(
         status=status,
         refusal_kind=refusal_kind,
         refusal=refusal,
-        client=None if client is None else _text(client),
+        client=client,
         duration_ms=duration_ms,
     )
     if durable:
