@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from rastrillo.sessions import hash_password
 from rastrillo.storage import Database, rows_as_dicts
 
 MAX_PER_ORDER = 10
+_DIGITS = re.compile(r"[0-9]{1,18}")
 HOLD = timedelta(minutes=15)
 
 DEMO_USERS = [

@@ -14,6 +14,7 @@ import contextlib
 
 from starlette.responses import Response
 
+from rastrillo import visible
 from rastrillo.context import Context
 from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.registry.validate import wire
@@ -35,26 +36,26 @@ def show(ctx: Context) -> Response:
         "_rastrillo/approval.html",
         approval=record,
         state=record.state(ctx.db.clock.now()),
-        sentence_lines=record.sentence.split("\n"),
-        args=[(name, *_shown(value)) for name, value in record.args.items()],
+        sentence=visible.parts(record.sentence),
+        args=[(name, *_typed(value)) for name, value in record.args.items()],
     )
 
 
 _KIND = {bool: "true/false", int: "whole number", float: "number", str: "text"}
 
 
-def _shown(value: object) -> tuple[str, list[str]]:
-    """An arg's type in words and its value's lines exactly as it runs.
+def _typed(value: object) -> tuple[str, list[visible.Part]]:
+    """An arg's type in words and its value exactly as it runs, split for the page.
 
     Text is shown between quotes and numbers and bools bare, so the human tells
-    `2` from `"2"` at a glance; line breaks are split out to be marked.
+    `2` from `"2"` at a glance.
     """
     kind = _KIND.get(type(value), type(value).__name__)
     if isinstance(value, str):
-        return kind, f'"{value}"'.split("\n")
+        return kind, visible.parts(f'"{value}"')
     if isinstance(value, bool | int | float):
-        return kind, [wire(value)]
-    return kind, [repr(value)]
+        return kind, visible.parts(wire(value))
+    return kind, visible.parts(repr(value))
 
 
 @require
