@@ -52,7 +52,7 @@ def _typed(value: object) -> tuple[str, list[visible.Part]]:
     """
     kind = _KIND.get(type(value), type(value).__name__)
     if isinstance(value, str):
-        return kind, visible.parts(f'"{value}"')
+        return kind, [('"', None), *visible.parts(value), ('"', None)]
     if isinstance(value, bool | int | float):
         return kind, visible.parts(wire(value))
     return kind, visible.parts(repr(value))
