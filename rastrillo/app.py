@@ -3,7 +3,8 @@
 The request path, from the outside in:
 
 1. framework endpoints answered outside the app's middleware
-   (``/healthz``, ``/api/version``, ``/api/next-due``);
+   (``/healthz``, ``/api/version``, ``/api/next-due``, and with ``Options.mcp`` the
+   OAuth metadata and endpoints, which take no cookie);
 2. the framework's middleware (CSRF, then sessions);
 3. ``Options.wrap``, the app's one middleware seam;
 4. the router, which builds ``ctx`` and calls the action's ``handle``.
@@ -27,15 +28,18 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import sessions
+from .agents.oauth import Authority
 from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
 from .pages.approvals import approval_routes
+from .pages.authorize import authorize_routes
 from .registry.declare import ToolDef
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
@@ -93,6 +97,9 @@ class Options:
     """Failed password attempts allowed per account and per client address."""
     approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
     """How long an agent's proposed write waits for the user's approval (ten minutes)."""
+    mcp: bool = False
+    """Serve MCP at ``/mcp``, with the app as its own OAuth authorization server
+    (docs/mcp.md)."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -124,6 +131,10 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
+        self._mounted: dict[str, BaseRoute] = {}
+        if options.mcp:
+            framework_routes += authorize_routes(self.origin, options.tools)
+            self._mounted = {r.path: r for r in Authority(self.db, self.origin).routes()}
         if console.enabled(options):
             framework_routes += console.console_routes(self)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
@@ -152,6 +163,9 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
+            return
+        if scope["type"] == "http" and scope["path"] in self._mounted:
+            await self._mounted[scope["path"]].handle(scope, receive, send)
             return
         endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
         if endpoint is not None:
