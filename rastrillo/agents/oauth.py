@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
@@ -76,7 +76,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, request_response
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message
 
 from rastrillo.actor import Actor
 from rastrillo.storage import METADATA, Database
@@ -124,6 +124,7 @@ _LOOPBACK = frozenset({"127.0.0.1", "[::1]", "localhost"})
 _GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 _CLIENT_NAME_MAX = 100
 _GET = ["GET", "HEAD", "OPTIONS"]
+_FORM_TYPE = b"application/x-www-form-urlencoded"
 _POST = ["POST", "OPTIONS"]
 
 clients_table = Table(
@@ -348,6 +349,7 @@ class Authority:
         )
         authenticator = ClientAuthenticator(self)
         self._token = TokenHandler(self, authenticator)
+        self._revoke = RevocationHandler(self, authenticator)
 
     # -- the SDK's provider protocol -------------------------------------------------------
 
@@ -535,16 +537,32 @@ class Authority:
             )
         return await self._token.handle(request)
 
+    async def _revocation_endpoint(self, request: Request) -> Response:
+        """The SDK's revocation handler. Its request model wants a ``client_secret`` key
+        even from a public client, which has none to send (RFC 7009 allows leaving it
+        out), so an empty one is added to such a request before the handler reads it."""
+        form = await request.form()
+        if "client_secret" in form:
+            return await self._revoke.handle(request)
+        fields = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+        body = urlencode([*fields, ("client_secret", "")]).encode()
+        headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+        scope = {**request.scope, "headers": [*headers, (b"content-type", _FORM_TYPE)]}
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self._revoke.handle(Request(scope, receive))
+
     def routes(self) -> list[Route]:
         """The well-known metadata and the OAuth endpoints, served outside the app's
         middleware (no cookie, no CSRF check: a client authenticates with PKCE and tokens)."""
         registration = RegistrationHandler(self, ClientRegistrationOptions(enabled=True))
-        revocation = RevocationHandler(self, ClientAuthenticator(self))
         resource = ProtectedResourceMetadataHandler(self.resource_metadata).handle
         posted: list[tuple[str, Callable[[Request], Any]]] = [
             (TOKEN_PATH, self._token_endpoint),
             (REGISTER_PATH, registration.handle),
-            (REVOKE_PATH, revocation.handle),
+            (REVOKE_PATH, self._revocation_endpoint),
         ]
         return [
             # RFC 9728 puts the resource's path after the well-known name; the contract's
