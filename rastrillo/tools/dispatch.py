@@ -244,11 +244,20 @@ def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
 
 
 def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
-    """Step 5: a write needs the user's approval of this exact call, used once."""
+    """Step 5: a write needs the user's approval of this exact call, used once.
+
+    Without ``call.approval``, the identical call's own approval counts: an
+    approved one is used, a pending one is named again; else a new one is asked.
+    """
     sentence = confirm_sentence(defn, call.args)
     actor = str(call.actor)
     if call.approval is None:
-        record = consent.request_approval(
+        found = consent.redeem_identical(
+            app.db, tool=defn.id, args=call.args, actor=actor, user_id=user_id, sentence=sentence
+        )
+        if isinstance(found, Approval):
+            return found
+        record = found or consent.request_approval(
             app.db,
             tool=defn.id,
             args=call.args,

@@ -13,12 +13,9 @@ from rastrillo.agents.grants import GrantError
 from rastrillo.storage import Database
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db(request, tmp_path):
-    url = (
-        str(tmp_path / "app.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    )
-    database = Database(url)
+@pytest.fixture
+def db(db_url):
+    database = Database(db_url)
     database.open()
     yield database
     database.dispose()
