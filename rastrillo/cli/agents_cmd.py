@@ -58,7 +58,9 @@ def _revoke(args: argparse.Namespace) -> int:
     try:
         grant = grants.get_grant(app.db, args.grant)
         if grant is None:
-            raise RastrilloError(f"no grant '{for_terminal(args.grant)}': see rastrillo agents list")
+            raise RastrilloError(
+                f"no grant '{for_terminal(args.grant)}': see rastrillo agents list"
+            )
         if not grants.revoke(app.db, grant.id):
             raise RastrilloError(f"grant {grant.id} was already revoked")
     finally:
