@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -96,7 +95,6 @@ __all__ = [
     "allow",
     "deny",
     "pending",
-    "visible",
 ]
 
 MCP_PATH = "/mcp"
@@ -173,7 +171,7 @@ class PendingAuthorization:
     id: str
     client_id: str
     client_name: str
-    """As the client registered it: untrusted text (see :func:`visible`)."""
+    """As the client registered it: untrusted text (show it with :mod:`rastrillo.visible`)."""
     redirect_uri: str
     expires_at: datetime
 
@@ -192,16 +190,6 @@ class PendingAuthorization:
         """An agent name made from the client's name (``Claude Code`` → ``claude-code``)."""
         slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
         return slug[:64].rstrip("-._") or "agent"
-
-
-def visible(text: str) -> str:
-    """``text`` with every control, format and separator character written out as
-    ``\\u....``, so what a page shows is what was sent (a right-to-left override
-    cannot reorder it, a newline cannot fake a second line)."""
-    return "".join(
-        f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
-        for c in text
-    )
 
 
 def pending(db: Database, request_id: str) -> PendingAuthorization | None:

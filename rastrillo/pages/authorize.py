@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from starlette.responses import Response
 
+from rastrillo import visible
 from rastrillo.agents import oauth
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
@@ -42,7 +43,8 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
             status=400 if error else 200,
             action=oauth.CONSENT_PATH,
             request=request,
-            client_name=oauth.visible(request.client_name),
+            client_name=visible.parts(request.client_name),
+            client_title=visible.for_terminal(request.client_name),
             agent=agent,
             error=error,
             reads=reads,

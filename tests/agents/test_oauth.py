@@ -10,6 +10,7 @@ import base64
 import hashlib
 import secrets
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -136,7 +137,14 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    options = with_overrides(build(tmp_path).options, mcp=True)
+    with live_server(with_overrides(build(tmp_path).options, mcp=True)) as app:
+        yield Server(app)
+
+
+@pytest.fixture
+def stored(tmp_path: Path, db_url: str) -> Iterator[Server]:
+    """For what the database must hold: the test runs on SQLite, then on PostgreSQL."""
+    options = with_overrides(build(tmp_path).options, mcp=True, db=db_url)
     with live_server(options) as app:
         yield Server(app)
 
@@ -165,21 +173,21 @@ def test_metadata_names_this_app_as_the_resources_authorization_server(server: S
     assert server.http.post("/.well-known/oauth-authorization-server").status_code == 405
 
 
-def test_allow_makes_a_grant_for_the_signed_in_user_as_the_named_agent(server: Server):
-    client_id = server.register(name="Desk Assistant")
+def test_allow_makes_a_grant_for_the_signed_in_user_as_the_named_agent(stored: Server):
+    client_id = stored.register(name="Desk Assistant")
     verifier, challenge = pkce()
-    consent = server.consent_url(
+    consent = stored.consent_url(
         client_id, challenge, redirect_uri="http://127.0.0.1:5123/callback"
     )
-    done = server.answer(consent, agent="desk")
+    done = stored.answer(consent, agent="desk")
     assert done.status_code == 303
     location = done.headers["location"]
     assert location.startswith("http://127.0.0.1:5123/callback?")  # the port it asked for
     answer = query_of(location)
     assert answer["state"] == "state-42"
-    assert answer["iss"] == server.origin
-    assert server.live_grants() == []  # nothing granted until the code is traded
-    response = server.exchange(
+    assert answer["iss"] == stored.origin
+    assert stored.live_grants() == []  # nothing granted until the code is traded
+    response = stored.exchange(
         client_id, answer["code"], verifier, redirect_uri="http://127.0.0.1:5123/callback"
     )
     assert response.status_code == 200, response.text
@@ -187,43 +195,43 @@ def test_allow_makes_a_grant_for_the_signed_in_user_as_the_named_agent(server: S
     assert body["token_type"] == "Bearer"
     assert body["expires_in"] == 3600
     assert response.headers["cache-control"] == "no-store"
-    [grant] = server.live_grants()
+    [grant] = stored.live_grants()
     assert (grant.user_id, grant.agent, grant.client, grant.client_id) == (
         USER,
         "desk",
         "Desk Assistant",
         client_id,
     )
-    used = grants.authenticate(server.app.db, body["access_token"])
+    used = grants.authenticate(stored.app.db, body["access_token"])
     assert used is not None and used.id == grant.id
 
 
-def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_grant(server: Server):
-    client_id, first = server.tokens()
-    rotated = server.refresh(client_id, first["refresh_token"])
+def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_grant(stored: Server):
+    client_id, first = stored.tokens()
+    rotated = stored.refresh(client_id, first["refresh_token"])
     assert rotated.status_code == 200, rotated.text
     second = rotated.json()
     assert second["refresh_token"] != first["refresh_token"]
-    assert server.live(second["access_token"])
-    replay = server.refresh(client_id, first["refresh_token"])
+    assert stored.live(second["access_token"])
+    replay = stored.refresh(client_id, first["refresh_token"])
     assert replay.status_code == 400
     assert replay.json()["error"] == "invalid_grant"
-    assert not server.live(second["access_token"])
-    assert server.refresh(client_id, second["refresh_token"]).status_code == 400
-    assert server.live_grants() == []
+    assert not stored.live(second["access_token"])
+    assert stored.refresh(client_id, second["refresh_token"]).status_code == 400
+    assert stored.live_grants() == []
 
 
-def test_revocation_takes_effect_on_the_next_call(server: Server):
+def test_revocation_takes_effect_on_the_next_call(stored: Server):
     for kind in ("access_token", "refresh_token"):
-        client_id, tokens = server.tokens()
-        assert server.live(tokens["access_token"])
-        done = server.http.post(
+        client_id, tokens = stored.tokens()
+        assert stored.live(tokens["access_token"])
+        done = stored.http.post(
             oauth.REVOKE_PATH, data={"token": tokens[kind], "client_id": client_id}
         )
         assert done.status_code == 200
-        assert not server.live(tokens["access_token"])
-        assert server.refresh(client_id, tokens["refresh_token"]).status_code == 400
-    assert server.live_grants() == []
+        assert not stored.live(tokens["access_token"])
+        assert stored.refresh(client_id, tokens["refresh_token"]).status_code == 400
+    assert stored.live_grants() == []
 
 
 def test_another_client_cannot_revoke_or_refresh_a_grant(server: Server):
@@ -236,15 +244,15 @@ def test_another_client_cannot_revoke_or_refresh_a_grant(server: Server):
     assert server.refresh(client_id, tokens["refresh_token"]).status_code == 200
 
 
-def test_tokens_and_codes_are_stored_only_as_digests(server: Server):
-    client_id = server.register()
+def test_tokens_and_codes_are_stored_only_as_digests(stored: Server):
+    client_id = stored.register()
     verifier, challenge = pkce()
-    code = server.code(client_id, challenge)
-    tokens = server.exchange(client_id, code, verifier).json()
+    code = stored.code(client_id, challenge)
+    tokens = stored.exchange(client_id, code, verifier).json()
     secrets_given = [code, tokens["access_token"], tokens["refresh_token"]]
     tables = MetaData()
-    tables.reflect(server.app.db.engine)
-    with server.app.db.read() as conn:
+    tables.reflect(stored.app.db.engine)
+    with stored.app.db.read() as conn:
         stored = " ".join(
             str(value)
             for table in tables.sorted_tables
@@ -319,17 +327,39 @@ def test_implicit_and_password_grants_do_not_exist(server: Server):
 # -- codes ------------------------------------------------------------------------------
 
 
-def test_a_code_used_twice_is_refused_and_revokes_what_it_gave(server: Server):
-    client_id = server.register()
+def test_a_code_used_twice_is_refused_and_revokes_what_it_gave(stored: Server):
+    client_id = stored.register()
     verifier, challenge = pkce()
-    code = server.code(client_id, challenge)
-    first = server.exchange(client_id, code, verifier)
+    code = stored.code(client_id, challenge)
+    first = stored.exchange(client_id, code, verifier)
     assert first.status_code == 200
-    again = server.exchange(client_id, code, verifier)
+    again = stored.exchange(client_id, code, verifier)
     assert again.status_code == 400
     assert again.json()["error"] == "invalid_grant"
-    assert not server.live(first.json()["access_token"])
-    assert server.live_grants() == []
+    assert not stored.live(first.json()["access_token"])
+    assert stored.live_grants() == []
+
+
+def test_of_two_exchanges_of_one_code_at_once_neither_keeps_a_grant(stored: Server):
+    client_id = stored.register()
+    verifier, challenge = pkce()
+    code = stored.code(client_id, challenge)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: stored.exchange(client_id, code, verifier), range(2)))
+    # One may be answered before the other arrives; whatever it got is revoked with the grant.
+    assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
+    assert stored.live_grants() == []
+
+
+def test_of_two_refreshes_with_one_token_at_once_neither_keeps_the_grant(stored: Server):
+    client_id, tokens = stored.tokens()
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(
+            pool.map(lambda _: stored.refresh(client_id, tokens["refresh_token"]), range(2))
+        )
+    # One may be answered before the other arrives; whatever it got is revoked with the grant.
+    assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
+    assert stored.live_grants() == []
 
 
 def test_a_code_from_another_client_is_refused(server: Server):
@@ -344,16 +374,16 @@ def test_a_code_from_another_client_is_refused(server: Server):
     assert server.exchange(victim, code, verifier).status_code == 200
 
 
-def test_an_expired_code_is_refused(server: Server):
-    client_id = server.register()
+def test_an_expired_code_is_refused(stored: Server):
+    client_id = stored.register()
     verifier, challenge = pkce()
-    code = server.code(client_id, challenge)
+    code = stored.code(client_id, challenge)
     table = oauth.authorizations_table
-    with server.app.db.write() as conn:
+    with stored.app.db.write() as conn:
         conn.execute(update(table).values(expires_at=table.c.created_at))
-    refused = server.exchange(client_id, code, verifier)
+    refused = stored.exchange(client_id, code, verifier)
     assert refused.status_code == 400
-    assert server.grants() == []
+    assert stored.grants() == []
 
 
 # -- redirect URIs and resource ------------------------------------------------------------
@@ -503,7 +533,8 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
         assert raw not in html
     shown = "Evil &lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"
     assert shown in html
-    assert "\\u001b[31m\\u202eoC edualC\\u000a" in html
+    assert "U+001B</span>[31m<span" in html and "U+202E</span>oC edualC" in html
+    assert 'title="line break"' in html
     assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
 
 
