@@ -25,11 +25,13 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Dialect,
     Engine,
     MetaData,
     Row,
     String,
     Table,
+    TypeDecorator,
     create_engine,
     event,
     select,
@@ -37,7 +39,32 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 
+from .clock import SYSTEM_CLOCK, Clock, as_instant
 from .errors import ConfigError
+
+
+class Instant(TypeDecorator[datetime]):
+    """The one column type for an instant in the framework's tables.
+
+    Written from an aware ``datetime`` (a naive one is refused), kept in UTC,
+    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike. On
+    SQLite the text form sorts in time order, so instants compare in SQL.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        instant = as_instant(value, "an Instant column was given")
+        return instant.replace(tzinfo=None) if dialect.name == "sqlite" else instant
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
 
 METADATA = MetaData()
 """The framework's own tables; every concern (sessions, approvals, audit,
@@ -47,7 +74,7 @@ migrations_table = Table(
     "rastrillo_migrations",
     METADATA,
     Column("name", String(255), primary_key=True),
-    Column("applied_at", DateTime(timezone=True), nullable=False),
+    Column("applied_at", Instant, nullable=False),
 )
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_\-]+\.sql$")
@@ -64,10 +91,12 @@ class Database:
 
     ``read()`` yields a connection for queries; ``write()`` yields one inside a
     write transaction that commits on success and rolls back on error.
+    ``clock`` is the time everything working on this database goes by.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.url = database_url(url)
+        self.clock = clock
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = threading.Lock()
@@ -81,6 +110,7 @@ class Database:
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
             self.engine = create_engine(self.url, pool_pre_ping=True)
+            event.listen(self.engine, "connect", _postgres_on_connect)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -141,7 +171,7 @@ class Database:
                 for statement in split_sql(path.read_text(encoding="utf-8")):
                     conn.exec_driver_sql(statement)
                 conn.execute(
-                    migrations_table.insert().values(name=path.name, applied_at=datetime.now(UTC))
+                    migrations_table.insert().values(name=path.name, applied_at=self.clock.now())
                 )
                 applied.append(path.name)
         return applied
@@ -178,6 +208,14 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Instants come back in UTC whatever the server's zone, so every one that
+    # was stored, up to 9999-12-31 in UTC, can be read back.
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'UTC'")
+    dbapi_connection.commit()
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
