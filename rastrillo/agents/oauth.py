@@ -37,7 +37,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -69,7 +69,7 @@ from mcp.shared.auth import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl
-from sqlalchemy import Boolean, Column, DateTime, String, Table, Text, delete, select, update
+from sqlalchemy import Boolean, Column, String, Table, Text, delete, select, update
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -78,8 +78,7 @@ from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message
 
 from rastrillo.actor import Actor
-from rastrillo.storage import METADATA, Database
-from rastrillo.tools.audit import as_utc
+from rastrillo.storage import METADATA, Database, Instant
 
 from . import grants
 
@@ -130,7 +129,7 @@ clients_table = Table(
     METADATA,
     Column("client_id", String(64), primary_key=True),
     Column("info", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", Instant, nullable=False),
 )
 
 authorizations_table = Table(
@@ -144,14 +143,14 @@ authorizations_table = Table(
     Column("state", Text),
     Column("resource", Text),
     Column("scopes", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("decided_at", DateTime(timezone=True)),
+    Column("created_at", Instant, nullable=False),
+    Column("expires_at", Instant, nullable=False),
+    Column("decided_at", Instant),
     Column("user_id", String(255)),
     Column("agent", String(64)),
     Column("code_digest", String(64), unique=True),
-    Column("used_at", DateTime(timezone=True)),
-    Column("replayed_at", DateTime(timezone=True)),
+    Column("used_at", Instant),
+    Column("replayed_at", Instant),
     Column("grant_id", String(64)),
 )
 
@@ -206,7 +205,7 @@ def pending(db: Database, request_id: str) -> PendingAuthorization | None:
     if row is None:
         return None
     m = row._mapping
-    if m["decided_at"] is not None or as_utc(m["expires_at"]) <= _now():
+    if m["decided_at"] is not None or m["expires_at"] <= db.clock.now():
         return None
     client = OAuthClientInformationFull.model_validate_json(m["info"])
     return PendingAuthorization(
@@ -214,7 +213,7 @@ def pending(db: Database, request_id: str) -> PendingAuthorization | None:
         client_id=m["client_id"],
         client_name=client.client_name or "an unnamed client",
         redirect_uri=m["redirect_uri"],
-        expires_at=as_utc(m["expires_at"]),
+        expires_at=m["expires_at"],
     )
 
 
@@ -227,7 +226,7 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
     if not Actor.agent(agent).is_named_agent:
         raise BadAgentName(agent)
     code = secrets.token_urlsafe(32)
-    now = _now()
+    now = db.clock.now()
     row = _decide(
         db,
         request_id,
@@ -242,7 +241,7 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
 
 def deny(db: Database, request_id: str, *, issuer: str) -> str:
     """The user denied: where to send their browser (``error=access_denied``)."""
-    row = _decide(db, request_id, _now())
+    row = _decide(db, request_id, db.clock.now())
     return construct_redirect_uri(
         row["redirect_uri"],
         error="access_denied",
@@ -361,7 +360,7 @@ class Authority:
         row = {
             "client_id": client_info.client_id,
             "info": client_info.model_dump_json(exclude_none=True),
-            "created_at": _now(),
+            "created_at": self.db.clock.now(),
         }
         await run_in_threadpool(self._insert, clients_table, row)
 
@@ -378,7 +377,7 @@ class Authority:
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
             )
-        now = _now()
+        now = self.db.clock.now()
         request_id = secrets.token_urlsafe(32)
         row = {
             "id": request_id,
@@ -420,7 +419,7 @@ class Authority:
         return Code(
             code=code,
             scopes=row.scopes.split(),
-            expires_at=as_utc(row.expires_at).timestamp(),
+            expires_at=row.expires_at.timestamp(),
             client_id=row.client_id,
             code_challenge=row.code_challenge,
             redirect_uri=AnyUrl(row.redirect_uri),
@@ -434,7 +433,11 @@ class Authority:
         """A code came back after it was used: revoke what its first use made (RFC 6749 4.1.2)."""
         table = authorizations_table
         with self.db.write() as conn:
-            conn.execute(update(table).where(table.c.id == request_id).values(replayed_at=_now()))
+            conn.execute(
+                update(table)
+                .where(table.c.id == request_id)
+                .values(replayed_at=self.db.clock.now())
+            )
             grant_id = conn.execute(
                 select(table.c.grant_id).where(table.c.id == request_id)
             ).scalar()
@@ -450,7 +453,7 @@ class Authority:
 
     def _redeem(self, request_id: str, client_name: str) -> grants.Tokens:
         table = authorizations_table
-        now = _now()
+        now = self.db.clock.now()
         with self.db.write() as conn:
             won = conn.execute(
                 update(table)
@@ -628,7 +631,3 @@ def _oauth_token(tokens: grants.Tokens) -> OAuthToken:
 
 def _digest(value: str) -> str:
     return hashlib.sha256(value.encode("ascii")).hexdigest()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
