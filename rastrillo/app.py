@@ -3,8 +3,9 @@
 The request path, from the outside in:
 
 1. framework endpoints answered outside the app's middleware
-   (``/healthz``, ``/api/version``, ``/api/next-due``, and with ``Options.mcp`` the
-   OAuth metadata and endpoints, which take no cookie);
+   (``/healthz``, ``/api/version``, ``/api/next-due``, and with ``Options.mcp``
+   ``/mcp`` and the OAuth metadata and endpoints, whose credentials are bearer
+   tokens and PKCE, never a cookie);
 2. the framework's middleware (CSRF, then sessions);
 3. ``Options.wrap``, the app's one middleware seam;
 4. the router, which builds ``ctx`` and calls the action's ``handle``.
@@ -19,6 +20,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import sessions
+from .agents.mcp import MCP_PATH, McpEndpoint
 from .agents.oauth import Authority
 from .clock import SYSTEM_CLOCK, Clock
 from .context import Context
@@ -108,8 +111,8 @@ class Options:
     ``Referrer-Policy: same-origin``) on the app's own responses too, static files
     excepted; a header the app sets itself wins. The framework's pages always get them."""
     mcp: bool = False
-    """Serve MCP at ``/mcp``, with the app as its own OAuth authorization server
-    (docs/mcp.md)."""
+    """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
+    it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -173,10 +176,24 @@ class App:
         }
         if options.next_due is not None or options.sidecar is not None:
             self._endpoints["/api/next-due"] = _get_only(next_due_endpoint(options, self.db))
+        self._mcp: McpEndpoint | None = None
+        if options.mcp:
+            self._mcp = McpEndpoint(
+                self,
+                options.tools,
+                self.db,
+                self.origin,
+                name=options.app_dir.name or "rastrillo",
+                version=options.version,
+                state_ttl=options.approval_ttl.total_seconds(),
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await self._lifespan(receive, send)
+            return
+        if self._mcp is not None and scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await self._mcp(scope, receive, send)
             return
         if scope["type"] == "http" and scope["path"] in self._mounted:
             await self._mounted[scope["path"]].handle(scope, receive, send)
@@ -187,6 +204,19 @@ class App:
             await response(scope, receive, send)
             return
         await self._stack(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with AsyncExitStack() as running:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    if self._mcp is not None:
+                        # The SDK's session manager: its task group lives as long as the server.
+                        await running.enter_async_context(self._mcp.running())
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    break
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _version(self, request: Request) -> Response:
         return JSONResponse({"version": self.options.version})
@@ -259,16 +289,6 @@ def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..
 @_get_only
 async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 def _static_files(directory: Path) -> ASGIApp | None:

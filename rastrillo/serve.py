@@ -105,7 +105,7 @@ def serve(options: Options, args: ServeArgs) -> int:
         host=args.host,
         port=args.port,
         uds=args.socket,
-        lifespan="off",
+        lifespan="on",
         timeout_graceful_shutdown=DRAIN_SECONDS,
         log_config=None,
         server_header=False,

@@ -81,6 +81,7 @@ from rastrillo.actor import Actor
 from rastrillo.storage import METADATA, Database, Instant
 
 from . import grants
+from .mcp import MCP_PATH, RESOURCE_METADATA_PATH
 
 __all__ = [
     "AUTHORIZE_PATH",
@@ -96,8 +97,6 @@ __all__ = [
     "pending",
 ]
 
-MCP_PATH = "/mcp"
-PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
 AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
 TOKEN_PATH = "/_rastrillo/oauth/token"
@@ -561,8 +560,8 @@ class Authority:
             *(
                 Route(path, _cors(request_response(handle), _GET), methods=_GET)
                 for path, handle in (
-                    (PROTECTED_RESOURCE_PATH, resource),
-                    (PROTECTED_RESOURCE_PATH + MCP_PATH, resource),
+                    (RESOURCE_METADATA_PATH, resource),
+                    (RESOURCE_METADATA_PATH + MCP_PATH, resource),
                     (AUTHORIZATION_SERVER_PATH, MetadataHandler(self.metadata).handle),
                 )
             ),

@@ -53,6 +53,7 @@ audit_table = Table(
     Column("approved_at", Instant),
     Column("status", Integer),
     Column("refusal", Text),
+    Column("client", String(255)),
     Column("duration_ms", Float, nullable=False),
 )
 # One statement object, values bound per call: SQLAlchemy compiles it once.
@@ -77,6 +78,8 @@ class AuditRecord:
     """The response status of a call that ran; None when refused."""
     refusal: str | None = None
     """Why the call was refused (the error's class and message); None when it ran."""
+    client: str | None = None
+    """The agent's client (an MCP client's name), when the caller named one."""
     duration_ms: float = 0.0
 
     @property
@@ -106,6 +109,7 @@ def append(
     status: int | None,
     refusal: str | None,
     duration_ms: float,
+    client: str | None = None,
     durable: bool = False,
 ) -> None:
     """Record one call; whatever it held is kept, non-strings as their ``repr``.
@@ -125,6 +129,7 @@ def append(
         approved_at=approval.approved_at if approval else None,
         status=status,
         refusal=refusal,
+        client=None if client is None else _text(client),
         duration_ms=duration_ms,
     )
     if durable:
@@ -179,6 +184,7 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
         approved_at=row["approved_at"],
         status=row["status"],
         refusal=row["refusal"],
+        client=row["client"],
         duration_ms=row["duration_ms"],
     )
 

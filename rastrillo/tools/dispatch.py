@@ -74,7 +74,8 @@ class Call:
     ``session`` is the session id (the session cookie's value) of the user the
     agent acts for; ``approval`` the id of the user's approval when re-calling
     a write; ``call_id`` the provider's tool-call id, kept in the audit log
-    (one made up when None).
+    (one made up when None); ``client`` the name of the agent's client (an MCP
+    client's, say), kept in the audit log too.
     """
 
     tool: str
@@ -83,6 +84,7 @@ class Call:
     session: str | None = None
     approval: str | None = None
     call_id: str | None = None
+    client: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
             approval_id=approval_id,
             status=status,
             refusal=refusal,
+            client=call.client if isinstance(call.client, str) else None,
             duration_ms=(time.perf_counter() - started) * 1000,
             durable=approval is not None,  # an approved write ran: on disk before we return
         )
