@@ -433,6 +433,20 @@ def test_a_loopback_redirect_may_use_any_port_and_must_keep_it_at_the_token(serv
     assert done.status_code == 200
 
 
+def test_a_redirect_uri_is_compared_in_the_url_standards_normal_form(server: Server):
+    client_id = server.register(WEB_REDIRECT, "http://localhost:8080/cb", "http://[::1]/cb")
+    _, challenge = pkce()
+    for asked, goes_to in (
+        ("HTTPS://APP.EXAMPLE/oauth/cb", WEB_REDIRECT),  # the same URL, spelled otherwise
+        ("https://app.example:443/oauth/cb", WEB_REDIRECT),
+        ("http://localhost:51234/cb", "http://localhost:51234/cb"),  # loopback, any port
+        ("http://[::1]:40000/cb", "http://[::1]:40000/cb"),
+    ):
+        done = server.answer(server.consent_url(client_id, challenge, redirect_uri=asked))
+        assert done.status_code == 303
+        assert done.headers["location"].startswith(goes_to + "?code="), asked
+
+
 def test_registration_takes_only_safe_redirect_uris(server: Server):
     for uri in (
         "http://app.example/cb",

@@ -153,7 +153,7 @@ class Person:
         await expect(page.get_by_text("your browser goes to 127.0.0.1")).to_be_visible()
         await expect(page.get_by_label("Agent name")).to_have_value("ticket-desk-agent")
         await expect(page.get_by_text("each write waits for your approval")).to_be_visible()
-        await page.screenshot(path=screenshot_path("mcp-consent.png"), full_page=True)
+        await page.locator("body").screenshot(path=screenshot_path("mcp-consent.png"))
         await page.get_by_role("button", name="Allow").click()
         await expect(page.get_by_text("You can close this window.")).to_be_visible()
 
