@@ -112,9 +112,8 @@ _KEEP = timedelta(days=1)
 """How long a used or expired authorization is kept, so a replayed code still revokes."""
 
 _CLIENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{43}")
-_CODE = re.compile(r"[A-Za-z0-9_-]{43}")
-_S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
+_RANDOM_256 = re.compile(r"[A-Za-z0-9_-]{43}")
+"""256 bits in base64url: a request id, a code, and an S256 code challenge alike."""
 _PRIVATE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
 _LOOPBACK = frozenset({"127.0.0.1", "[::1]", "localhost"})
 _GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
@@ -192,7 +191,7 @@ class PendingAuthorization:
 
 def pending(db: Database, request_id: str) -> PendingAuthorization | None:
     """The authorization request waiting for an answer; None when unknown, expired or answered."""
-    if not _REQUEST_ID.fullmatch(request_id):
+    if not _RANDOM_256.fullmatch(request_id):
         return None
     query = (
         select(authorizations_table, clients_table.c.info)
@@ -251,7 +250,7 @@ def deny(db: Database, request_id: str, *, issuer: str) -> str:
 
 
 def _decide(db: Database, request_id: str, now: datetime, **values: Any) -> Any:
-    if not _REQUEST_ID.fullmatch(request_id):
+    if not _RANDOM_256.fullmatch(request_id):
         raise AuthorizationGone(request_id)
     table = authorizations_table
     with db.write() as conn:
@@ -372,7 +371,7 @@ class Authority:
     ) -> str:
         if params.resource is not None and params.resource != self.resource:
             raise AuthorizeError("invalid_target", f"resource must be {self.resource}")
-        if not _S256_CHALLENGE.fullmatch(params.code_challenge):
+        if not _RANDOM_256.fullmatch(params.code_challenge):
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
             )
@@ -402,7 +401,7 @@ class Authority:
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> Code | None:
-        if not _CODE.fullmatch(authorization_code):
+        if not _RANDOM_256.fullmatch(authorization_code):
             return None
         return await run_in_threadpool(self._load_code, client.client_id, authorization_code)
 

@@ -153,6 +153,10 @@ def stored(tmp_path: Path, db_url: str) -> Iterator[Server]:
 
 
 def test_metadata_names_this_app_as_the_resources_authorization_server(server: Server):
+    challenge = server.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert challenge.status_code == 401
+    pointer = f'resource_metadata="{server.origin}/.well-known/oauth-protected-resource"'
+    assert pointer in challenge.headers["www-authenticate"]
     for path in (
         "/.well-known/oauth-protected-resource",
         "/.well-known/oauth-protected-resource/mcp",
