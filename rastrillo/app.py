@@ -42,6 +42,7 @@ from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
+from .pages.agents import agents_routes
 from .pages.approvals import approval_routes
 from .pages.authorize import authorize_routes
 from .pages.headers import SecurityHeaders
@@ -146,6 +147,7 @@ class App:
         framework_routes = approval_routes()
         self._mounted: dict[str, BaseRoute] = {}
         if options.mcp:
+            framework_routes += agents_routes(self.origin + MCP_PATH)
             framework_routes += authorize_routes(self.origin, options.tools)
             self._mounted = {r.path: r for r in Authority(self.db, self.origin).routes()}
         if console.enabled(options):

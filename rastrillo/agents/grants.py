@@ -22,12 +22,11 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import (
     Column,
-    DateTime,
     ForeignKey,
     Index,
     String,
@@ -40,8 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, RowMapping
 
 from rastrillo.actor import Actor
-from rastrillo.storage import METADATA, Database
-from rastrillo.tools.audit import as_utc
+from rastrillo.storage import METADATA, Database, Instant
 
 __all__ = [
     "ACCESS_TTL",
@@ -87,9 +85,9 @@ grants_table = Table(
     Column("agent", String(64), nullable=False),
     Column("client", String(255), nullable=False),
     Column("client_id", String(255)),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("last_used_at", DateTime(timezone=True)),
-    Column("revoked_at", DateTime(timezone=True)),
+    Column("created_at", Instant, nullable=False),
+    Column("last_used_at", Instant),
+    Column("revoked_at", Instant),
     Index("rastrillo_agent_grants_user", "user_id"),
 )
 
@@ -104,9 +102,9 @@ tokens_table = Table(
         nullable=False,
     ),
     Column("kind", String(16), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("used_at", DateTime(timezone=True)),
+    Column("created_at", Instant, nullable=False),
+    Column("expires_at", Instant, nullable=False),
+    Column("used_at", Instant),
     Index("rastrillo_agent_tokens_grant", "grant_id"),
 )
 
@@ -183,7 +181,7 @@ def create_grant(
         "agent": agent,
         "client": _printable(client) or "unnamed client",
         "client_id": client_id,
-        "created_at": _now(),
+        "created_at": db.clock.now(),
         "last_used_at": None,
         "revoked_at": None,
     }
@@ -203,7 +201,7 @@ def issue_tokens(
 
     Raises :class:`GrantError` when the grant does not exist or was revoked.
     """
-    now = _now()
+    now = db.clock.now()
     with db.write() as conn:
         grant = _live_grant(conn, grant_id)
         access = _insert_token(conn, grant_id, "access", now, access_ttl)
@@ -220,7 +218,7 @@ def personal_token(
     Show the token to the user once; it cannot be read back.
     """
     grant = create_grant(db, user_id=user_id, agent=agent, client=PERSONAL_CLIENT)
-    now = _now()
+    now = db.clock.now()
     with db.write() as conn:
         token = _insert_token(conn, grant.id, "personal", now, ttl)
     return grant, token, now + ttl
@@ -234,10 +232,10 @@ def authenticate(db: Database, token: str) -> Grant | None:
     Notes the grant's last use (at most once a minute).
     """
     row = _find(db, token)
-    now = _now()
+    now = db.clock.now()
     if row is None or row["kind"] == "refresh" or not _usable(row, now):
         return None
-    last = as_utc(row["last_used_at"])
+    last = row["last_used_at"]
     if last is None or now - last >= _TOUCH_EVERY:
         with db.write() as conn:
             conn.execute(
@@ -262,7 +260,7 @@ def refresh_grant(db: Database, refresh_token: str) -> Grant | None:
     if row["used_at"] is not None:
         revoke(db, row["grant_id"])
         return None
-    return _grant(row) if _usable(row, _now()) else None
+    return _grant(row) if _usable(row, db.clock.now()) else None
 
 
 def rotate_refresh(
@@ -281,7 +279,7 @@ def rotate_refresh(
     grant = refresh_grant(db, refresh_token)
     if grant is None:
         return None
-    now = _now()
+    now = db.clock.now()
     with db.write() as conn:
         won = conn.execute(
             update(tokens_table)
@@ -311,7 +309,7 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
     condition = [grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)]
     if user_id is not None:
         condition.append(grants_table.c.user_id == str(user_id))
-    now = _now()
+    now = db.clock.now()
     with db.write() as conn:
         done = conn.execute(update(grants_table).where(*condition).values(revoked_at=now))
         if done.rowcount:
@@ -354,7 +352,7 @@ def _find(db: Database, token: str) -> RowMapping | None:
 
 
 def _usable(row: RowMapping, now: datetime) -> bool:
-    return row["revoked_at"] is None and now < as_utc(row["expires_at"])
+    return row["revoked_at"] is None and now < row["expires_at"]
 
 
 def _live_grant(conn: Connection, grant_id: str) -> Grant:
@@ -391,9 +389,9 @@ def _grant(row: Any) -> Grant:
         agent=row["agent"],
         client=row["client"],
         client_id=row["client_id"],
-        created_at=as_utc(row["created_at"]),
-        last_used_at=as_utc(row["last_used_at"]),
-        revoked_at=as_utc(row["revoked_at"]),
+        created_at=row["created_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
     )
 
 
@@ -403,7 +401,3 @@ def _printable(text: str) -> str:
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("ascii")).hexdigest()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)

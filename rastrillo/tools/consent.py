@@ -255,7 +255,7 @@ def redeem_identical(
     asking the human twice. None when there is neither.
     """
     wanted = digest(tool, args, actor, user_id, sentence)
-    now = _now()
+    now = db.clock.now()
     same = (
         approvals_table.c.digest == wanted,
         approvals_table.c.user_id == user_id,

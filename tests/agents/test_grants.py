@@ -11,29 +11,20 @@ import pytest
 from rastrillo.agents import grants
 from rastrillo.agents.grants import GrantError
 from rastrillo.storage import Database
+from rastrillo.testing import ManualClock
 
 
 @pytest.fixture
-def db(db_url):
-    database = Database(db_url)
+def clock() -> ManualClock:
+    return ManualClock(datetime.now(UTC))
+
+
+@pytest.fixture
+def db(db_url, clock):
+    database = Database(db_url, clock=clock)
     database.open()
     yield database
     database.dispose()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr(grants, "_now", c)
-    return c
 
 
 def oauth_grant(db: Database, user: str = "3", agent: str = "claude") -> grants.Grant:
@@ -77,13 +68,13 @@ def test_an_access_token_authenticates_its_grant_and_notes_the_use(db, clock):
         "client-1",
     )
     assert str(found.actor) == "agent:claude"
-    assert grants.get_grant(db, grant.id).last_used_at == clock.now
-    clock.now += timedelta(seconds=30)  # touched at most once a minute
+    assert grants.get_grant(db, grant.id).last_used_at == clock.now()
+    clock.advance(timedelta(seconds=30).total_seconds())  # touched at most once a minute
     grants.authenticate(db, tokens.access_token)
-    assert grants.get_grant(db, grant.id).last_used_at == clock.now - timedelta(seconds=30)
-    clock.now += timedelta(seconds=31)
+    assert grants.get_grant(db, grant.id).last_used_at == clock.now() - timedelta(seconds=30)
+    clock.advance(timedelta(seconds=31).total_seconds())
     grants.authenticate(db, tokens.access_token)
-    assert grants.get_grant(db, grant.id).last_used_at == clock.now
+    assert grants.get_grant(db, grant.id).last_used_at == clock.now()
 
 
 @pytest.mark.parametrize(
@@ -116,15 +107,15 @@ def test_a_trailing_newline_on_a_real_token_is_refused(db):
 
 def test_tokens_expire_access_after_an_hour_refresh_after_30_days(db, clock):
     tokens = grants.issue_tokens(db, oauth_grant(db).id)
-    assert tokens.access_expires_at == clock.now + timedelta(hours=1)
-    assert tokens.refresh_expires_at == clock.now + timedelta(days=30)
-    clock.now += timedelta(minutes=59, seconds=59)
+    assert tokens.access_expires_at == clock.now() + timedelta(hours=1)
+    assert tokens.refresh_expires_at == clock.now() + timedelta(days=30)
+    clock.advance(timedelta(minutes=59, seconds=59).total_seconds())
     assert grants.authenticate(db, tokens.access_token) is not None
-    clock.now += timedelta(seconds=1)
+    clock.advance(timedelta(seconds=1).total_seconds())
     assert grants.authenticate(db, tokens.access_token) is None
-    clock.now += timedelta(days=30) - timedelta(hours=1, seconds=1)
+    clock.advance((timedelta(days=30) - timedelta(hours=1, seconds=1)).total_seconds())
     assert grants.refresh_grant(db, tokens.refresh_token) is not None
-    clock.now += timedelta(seconds=1)
+    clock.advance(timedelta(seconds=1).total_seconds())
     assert grants.refresh_grant(db, tokens.refresh_token) is None
     assert grants.rotate_refresh(db, tokens.refresh_token) is None
 
@@ -188,19 +179,19 @@ def test_a_personal_token_is_a_grant_of_its_own(db, clock):
     grant, token, expires = grants.personal_token(
         db, user_id="3", agent="openai", ttl=timedelta(days=7)
     )
-    assert expires == clock.now + timedelta(days=7)
+    assert expires == clock.now() + timedelta(days=7)
     assert (grant.client, grant.client_id, grant.agent) == ("personal token", None, "openai")
     assert grants.authenticate(db, token).id == grant.id
     assert grants.refresh_grant(db, token) is None
-    clock.now = expires
+    clock.advance((expires - clock.now()).total_seconds())
     assert grants.authenticate(db, token) is None
 
 
 def test_grants_listed_per_user_newest_first_revoked_left_out(db, clock):
     a = oauth_grant(db, user="3", agent="a")
-    clock.now += timedelta(seconds=1)
+    clock.advance(timedelta(seconds=1).total_seconds())
     b, _, _ = grants.personal_token(db, user_id="3", agent="b")
-    clock.now += timedelta(seconds=1)
+    clock.advance(timedelta(seconds=1).total_seconds())
     oauth_grant(db, user="4", agent="c")
     assert [g.agent for g in grants.list_grants(db, "3")] == ["b", "a"]
     assert [g.agent for g in grants.list_grants(db)] == ["c", "b", "a"]

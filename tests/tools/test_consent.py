@@ -352,15 +352,15 @@ def test_an_approval_is_redeemed_only_by_the_identical_call(f, change):
 
 
 @pytest.mark.parametrize("state", ["declined", "expired"])
-def test_a_declined_or_expired_approval_is_not_reused(f, state, monkeypatch):
+def test_a_declined_or_expired_approval_is_not_reused(tmp_path, state):
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
     session = f.session("3")
     pending = propose(f, session)
-    if state == "declined":
-        consent.decide(f.app, "3", pending.approval_id, False)
-    else:
-        consent.decide(f.app, "3", pending.approval_id, True)
-        later = consent._now() + timedelta(minutes=11)
-        monkeypatch.setattr(consent, "_now", lambda: later)
+    consent.decide(f.app, "3", pending.approval_id, state != "declined")
+    if state == "expired":
+        clock.advance(11 * 60)
+        session = f.session("3")
     assert propose(f, session).approval_id != pending.approval_id
     assert f.seen == []
 
