@@ -199,9 +199,7 @@ def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_r
 
     async def scenario() -> None:
         async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS
-            )
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             person = Person(browser, app, free_port())
             try:
                 http, provider = await connect(app, person, storage)()
@@ -250,9 +248,7 @@ def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_r
 def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app: App):
     async def scenario() -> None:
         async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS
-            )
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 context = await browser.new_context(
                     base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
@@ -306,6 +302,37 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
                     assert (await posted.value).status == 403
                 assert oauth.pending(app.db, request_id) is not None
                 assert grants.list_grants(app.db, include_revoked=True) == []
+            finally:
+                await browser.close()
+
+    anyio.run(scenario)
+
+
+def test_the_revoke_button_refuses_the_clients_next_call(app: App):
+    storage = Memory()
+
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            person = Person(browser, app, free_port())
+            try:
+                http, _ = await connect(app, person, storage)()
+                async with http:
+                    assert await order_status(http, app) == "paid"
+                    [first] = grants.list_grants(app.db, "1")
+                    assert person.page is not None
+                    await person.page.goto("/_rastrillo/agents")
+                    await person.page.get_by_role(
+                        "button", name="Revoke ticket-desk-agent (Ticket Desk Agent)"
+                    ).click()
+                    await expect(person.page.get_by_text("No agent acts for you.")).to_be_visible()
+                    assert grants.list_grants(app.db, "1") == []
+
+                    # The next call is refused: the client has to ask the person again.
+                    assert await order_status(http, app) == "paid"
+                    assert person.visits == 2
+                    [second] = grants.list_grants(app.db, "1")
+                    assert second.id != first.id
             finally:
                 await browser.close()
 
