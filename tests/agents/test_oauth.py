@@ -545,6 +545,9 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
     consent = server.consent_url(client_id, pkce()[1])
     page = server.browser().get(consent)
     assert page.status_code == 200
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store"
     html = page.text
     assert "<script>alert" not in html and "<img" not in html
     for raw in ("\x1b", "\u202e"):
