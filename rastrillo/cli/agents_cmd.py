@@ -1,16 +1,25 @@
-"""``rastrillo agents list|revoke``: an operator's view of who may act for whom."""
+"""``rastrillo agents list|revoke``: an operator's view of who may act for whom.
+
+Neither migrates nor seeds the app's database, and neither creates one that
+is not there: an app that never served MCP simply has no grants.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
+
 from ..agents import grants
-from ..app import handler
 from ..errors import RastrilloError
 from ..loader import load_options
+from ..storage import Database
 from ..visible import for_terminal
 
 
@@ -31,11 +40,8 @@ def add_agents_parser(sub: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    app = handler(load_options(args.app))
-    try:
-        rows = grants.list_grants(app.db, args.user, include_revoked=args.all)
-    finally:
-        app.db.dispose()
+    with _grants_db(args.app) as db:
+        rows = [] if db is None else grants.list_grants(db, args.user, include_revoked=args.all)
     if not rows:
         print("no grants" if args.all else "no live grants")
     for g in rows:
@@ -54,19 +60,30 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
-    app = handler(load_options(args.app))
-    try:
-        grant = grants.get_grant(app.db, args.grant)
-        if grant is None:
-            raise RastrilloError(
-                f"no grant '{for_terminal(args.grant)}': see rastrillo agents list"
-            )
-        if not grants.revoke(app.db, grant.id):
+    with _grants_db(args.app) as db:
+        grant = None if db is None else grants.get_grant(db, args.grant)
+        if db is None or grant is None:
+            shown = for_terminal(args.grant)
+            raise RastrilloError(f"no grant '{shown}': see rastrillo agents list")
+        if not grants.revoke(db, grant.id):
             raise RastrilloError(f"grant {grant.id} was already revoked")
-    finally:
-        app.db.dispose()
     print(f"revoked {grant.id}: agent:{grant.agent} for user {for_terminal(grant.user_id)}")
     return 0
+
+
+@contextmanager
+def _grants_db(app_dir: Path) -> Iterator[Database | None]:
+    """The app's database, or None when it (or its grants table) does not exist yet."""
+    url = load_options(app_dir).database_url()
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
+        yield None
+        return
+    db = Database(url)
+    try:
+        yield db if inspect(db.engine).has_table(grants.grants_table.name) else None
+    finally:
+        db.dispose()
 
 
 def _when(at: datetime | None) -> str:

@@ -34,6 +34,13 @@ def db(app_dir: Path):
     app.db.dispose()
 
 
+def test_an_app_that_never_ran_has_no_grants_and_gets_no_database(app_dir: Path, capsys):
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    assert capsys.readouterr().out == "no live grants\n"
+    assert main(["agents", "revoke", "abc", "--app", str(app_dir)]) == 1
+    assert not (app_dir / "app.db").exists()
+
+
 def test_list_shows_every_users_grants_and_revoke_ends_one(app_dir: Path, db: Database, capsys):
     assert main(["agents", "list", "--app", str(app_dir)]) == 0
     assert capsys.readouterr().out == "no live grants\n"
