@@ -16,9 +16,9 @@ pass every layer.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -49,7 +49,7 @@ from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
-from .storage import Database
+from .storage import Database, database_url
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 
 log = logging.getLogger("rastrillo.app")
@@ -73,9 +73,6 @@ class Options:
     """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
     db: str = "app.db"
     """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
-    secret: str | None = None
-    """A secret for the app's own use (signing its own links, say). The framework
-    needs none: sessions and approvals are random ids kept in the database."""
     version: str = "dev"
     """Reported by ``GET /api/version``."""
     origin: str | None = None
@@ -120,21 +117,24 @@ class Options:
         return origin.rstrip("/")
 
     def database_url(self) -> str:
-        if "://" in self.db:
-            return self.db
-        return str((self.app_dir / self.db).resolve())
+        """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
+        return database_url(self.db, self.app_dir)
 
 
 class App:
-    """The ASGI app for one `Options`: framework endpoints, middleware, router."""
+    """The ASGI app for one `Options`: framework endpoints, middleware, router.
+
+    Building it only wires it; `start()` does the I/O (open the database, apply
+    migrations, run ``setup``), once, from the serve path, the lifespan
+    startup, `TestApp` or `handler()`.
+    """
 
     def __init__(self, options: Options) -> None:
         self.options = options
         self.origin = canonical_origin(options.resolved_origin())
         self.db = Database(options.database_url(), clock=options.clock)
-        self.db.open(options.app_dir / "migrations")
-        if options.setup is not None:
-            options.setup(self.db)
+        self._started = False
+        self._start_lock = threading.Lock()
         self.templates = Environment(
             loader=ChoiceLoader(
                 [
@@ -190,6 +190,16 @@ class App:
                 state_ttl=options.approval_ttl.total_seconds(),
             )
 
+    def start(self) -> App:
+        """Open the database, apply migrations and run ``setup``; later calls do nothing."""
+        with self._start_lock:
+            if not self._started:
+                self.db.open(self.options.app_dir / "migrations")
+                if self.options.setup is not None:
+                    self.options.setup(self.db)
+                self._started = True
+        return self
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
@@ -212,9 +222,15 @@ class App:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
-                    if self._mcp is not None:
-                        # The SDK's session manager: its task group lives as long as the server.
-                        await running.enter_async_context(self._mcp.running())
+                    try:
+                        await run_in_threadpool(self.start)
+                        if self._mcp is not None:
+                            # The SDK's session manager: its task group lives as long as the
+                            # server does.
+                            await running.enter_async_context(self._mcp.running())
+                    except BaseException as exc:
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        raise
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     break
@@ -266,15 +282,14 @@ class App:
 
 
 def handler(options: Options) -> App:
-    """The app's ASGI app: what is served, and what tool calls are dispatched to."""
+    """The app's ASGI app, started: what is served, and what tool calls are dispatched to.
+
+    `App(options)` then `start()`, for a script or a test that uses the app at
+    once with no server and no lifespan.
+    """
     if not isinstance(options, Options):
         raise ConfigError("handler() takes a rastrillo.Options")
-    return App(options)
-
-
-def with_overrides(options: Options, **changes: Any) -> Options:
-    """A copy of ``options`` with some fields replaced (used by the command line)."""
-    return dataclasses.replace(options, **changes)
+    return App(options).start()
 
 
 def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:

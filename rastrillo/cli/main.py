@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_dev)
 
     from .agents_cmd import add_agents_parser
-    from .call_cmd import add_audit_parser
+    from .audit_cmd import add_audit_parser
     from .tools_cmd import add_tools_parser
 
     add_tools_parser(sub)

@@ -57,6 +57,16 @@ ACTIONS = {
                 return ctx.text("no such note", status=404)
             return ctx.text(row.body)
     ''',
+    # Routes that are not tools: no MCP call may ever reach them.
+    "admin/wipe.POST.py": """
+        def handle(ctx):
+            ctx.db.execute("DELETE FROM notes")
+            return ctx.text("wiped")
+    """,
+    "secret.GET.py": """
+        def handle(ctx):
+            return ctx.text("TOPSECRET")
+    """,
 }
 FILES = {
     "migrations/0001_notes.sql": (

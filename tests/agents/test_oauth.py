@@ -7,6 +7,7 @@ no grant, or a revoked one.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import secrets
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from sqlalchemy import MetaData, select, update
 
 from rastrillo.agents import grants, oauth
-from rastrillo.app import App, with_overrides
+from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import live_server
 from tests.tools._tools_app import build
@@ -137,14 +138,14 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    with live_server(with_overrides(build(tmp_path).options, mcp=True)) as app:
+    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True)) as app:
         yield Server(app)
 
 
 @pytest.fixture
 def stored(tmp_path: Path, db_url: str) -> Iterator[Server]:
     """For what the database must hold: the test runs on SQLite, then on PostgreSQL."""
-    options = with_overrides(build(tmp_path).options, mcp=True, db=db_url)
+    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
     with live_server(options) as app:
         yield Server(app)
 

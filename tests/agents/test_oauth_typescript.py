@@ -8,6 +8,7 @@ the client's loopback listener would.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import threading
@@ -20,7 +21,7 @@ import httpx
 import pytest
 
 from rastrillo.agents import grants, oauth
-from rastrillo.app import App, with_overrides
+from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import live_server
 from tests.tools._tools_app import build
@@ -31,7 +32,7 @@ REDIRECT = "http://127.0.0.1:33418/callback"
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    with live_server(with_overrides(build(tmp_path).options, mcp=True)) as served:
+    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True)) as served:
         yield served
 
 

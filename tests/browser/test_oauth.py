@@ -11,6 +11,7 @@ client's local listener would catch it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from playwright.async_api import Browser, Page, Route, async_playwright, expect
 
 from rastrillo.agents import grants, oauth
-from rastrillo.app import App, with_overrides
+from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
@@ -100,7 +101,7 @@ class Memory(TokenStorage):
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    options = with_overrides(load_options(TICKETS), db=str(tmp_path / "tickets.db"), mcp=True)
+    options = dataclasses.replace(load_options(TICKETS), db=str(tmp_path / "tickets.db"), mcp=True)
     with live_server(options) as served:
         yield served
 
