@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import inspect
-from sqlalchemy.engine import make_url
 
 from ..agents import grants
 from ..errors import RastrilloError
 from ..loader import load_options
 from ..storage import Database
 from ..visible import for_terminal
+from .audit_cmd import may_exist
 
 
 def add_agents_parser(sub: Any) -> None:
@@ -75,8 +75,7 @@ def _revoke(args: argparse.Namespace) -> int:
 def _grants_db(app_dir: Path) -> Iterator[Database | None]:
     """The app's database, or None when it (or its grants table) does not exist yet."""
     url = load_options(app_dir).database_url()
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
+    if not may_exist(url):
         yield None
         return
     db = Database(url)

@@ -26,7 +26,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     url = load_options(args.app).database_url()
     rows = []
-    if _may_exist(url):
+    if may_exist(url):
         db = Database(url)
         try:
             rows = latest(db, limit=args.limit, user_id=args.user)
@@ -39,7 +39,7 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _may_exist(url: str) -> bool:
+def may_exist(url: str) -> bool:
     """False for a SQLite file that is not there (opening it would create it)."""
     from sqlalchemy.engine import make_url
 
