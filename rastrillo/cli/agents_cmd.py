@@ -11,16 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import inspect
-
-from ..agents import grants
 from ..errors import RastrilloError
-from ..loader import load_options
-from ..storage import Database
 from ..visible import for_terminal
 from .audit_cmd import may_exist
+
+if TYPE_CHECKING:
+    from ..storage import Database
 
 
 def add_agents_parser(sub: Any) -> None:
@@ -40,6 +38,8 @@ def add_agents_parser(sub: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from ..agents import grants
+
     with _grants_db(args.app) as db:
         rows = [] if db is None else grants.list_grants(db, args.user, include_revoked=args.all)
     if not rows:
@@ -60,6 +60,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
+    from ..agents import grants
+
     with _grants_db(args.app) as db:
         grant = None if db is None else grants.get_grant(db, args.grant)
         if db is None or grant is None:
@@ -74,6 +76,11 @@ def _revoke(args: argparse.Namespace) -> int:
 @contextmanager
 def _grants_db(app_dir: Path) -> Iterator[Database | None]:
     """The app's database, or None when it (or its grants table) does not exist yet."""
+    from sqlalchemy import inspect
+
+    from ..agents import grants
+    from ..loader import load_options
+    from ..storage import Database
     url = load_options(app_dir).database_url()
     if not may_exist(url):
         yield None
