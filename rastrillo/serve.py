@@ -1,34 +1,46 @@
 """`rastrillo.run(options, argv)`: serve the app with uvicorn, or run its sidecar.
 
 argv ``[]``, ``["serve"]`` or the flags ``--addr HOST:PORT``, ``--socket PATH``
-and ``--db PATH`` serve; exactly ``["sidecar", "run"]`` runs the sidecar;
-anything else is a usage error (exit 2).
+and ``--db PATH`` serve; ``["sidecar", "run"]``, optionally with ``--db PATH``,
+runs the sidecar; anything else is a usage error (exit 2). The database is
+``--db``, else ``RASTRILLO_DB``, else ``Options.db``, for serving, the sidecar
+and the command line alike (:func:`select_database`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
+import logging
+import os
 import signal
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from .app import DEFAULT_ADDR, App, Options
+from .connections import BACKLOG, fit_open_files, protocol_class
 from .errors import RastrilloError
+from .limits import Limits
 from .logs import configure_logging
-from .storage import database_url
+from .storage import Database, database_url
+
+log = logging.getLogger("rastrillo.serve")
 
 USAGE = """\
 usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH]
-       python app.py sidecar run
+       python app.py sidecar run [--db PATH]
 """
 
-DRAIN_SECONDS = 10
+DB_ENV = "RASTRILLO_DB"
+"""The database for every process of an app (a SQLite path or a URL), set once by a platform."""
 
 
 @dataclass(frozen=True)
@@ -39,25 +51,43 @@ class ServeArgs:
     db: str | None
 
 
+@dataclass(frozen=True)
+class SidecarArgs:
+    db: str | None
+
+
 class UsageError(RastrilloError):
     """The command line is not one ``run`` understands."""
 
 
-def parse_argv(argv: Sequence[str]) -> ServeArgs | None:
-    """Parsed serve flags, or None for exactly ``sidecar run``; raises UsageError."""
+def parse_argv(argv: Sequence[str]) -> ServeArgs | SidecarArgs:
+    """Parsed serve or ``sidecar run`` flags; raises UsageError."""
     args = list(argv)
-    if args == ["sidecar", "run"]:
-        return None
+    parser = _Parser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--db", default=None)
+    if args[:2] == ["sidecar", "run"]:
+        return SidecarArgs(parser.parse_args(args[2:]).db)
     if args[:1] == ["serve"]:
         args = args[1:]
-    parser = _Parser(add_help=False, allow_abbrev=False)
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--addr", default=None)
     target.add_argument("--socket", default=None)
-    parser.add_argument("--db", default=None)
     ns = parser.parse_args(args)
     host, port = split_addr(ns.addr or DEFAULT_ADDR)
     return ServeArgs(host, port, ns.socket, ns.db)
+
+
+def select_database(options: Options, flag: str | None) -> Options:
+    """``options`` on the database ``--db`` names, else ``RASTRILLO_DB``, else its own.
+
+    A path given on the command line or in the environment is relative to the
+    working directory, as a shell user expects; ``Options.db`` is relative to
+    the app folder.
+    """
+    chosen = flag if flag is not None else os.environ.get(DB_ENV) or None
+    if chosen is None:
+        return options
+    return dataclasses.replace(options, db=database_url(chosen, Path.cwd()))
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -83,10 +113,12 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n{USAGE}")
         return 2
     try:
-        if parsed is None:
+        if isinstance(parsed, SidecarArgs):
             from .sidecar import run_sidecar
 
-            return run_sidecar(options)
+            options = select_database(options, parsed.db)
+            db = Database(options.database_url(), clock=options.clock)
+            return run_sidecar(options.sidecar, db, options.app_dir / "migrations")
         return serve(options, parsed)
     except RastrilloError as exc:
         sys.stderr.write(f"error: {exc}\n")
@@ -96,26 +128,57 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
 def serve(options: Options, args: ServeArgs) -> int:
     """Serve with uvicorn until SIGTERM or SIGINT, letting requests in flight finish."""
     configure_logging()
-    changes: dict[str, object] = {}
-    if args.db is not None:  # a path on the command line is relative to where it was typed
-        changes["db"] = database_url(args.db, Path.cwd())
+    options = select_database(options, args.db)
     if options.origin is None and args.socket is None:
-        changes["origin"] = options.resolved_origin(_origin_addr(args.host, args.port))
-    app = App(dataclasses.replace(options, **changes)).start()
-    config = uvicorn.Config(
+        options = dataclasses.replace(
+            options, origin=options.resolved_origin(_origin_addr(args.host, args.port))
+        )
+    app = App(options).start()
+    server = DrainingServer(server_config(app, host=args.host, port=args.port, uds=args.socket))
+    with _signals_end_quietly():
+        server.run()
+    app.db.dispose()
+    return 0
+
+
+def server_config(app: App, **listen: Any) -> uvicorn.Config:
+    """Uvicorn's config for ``app``: its connection limits and timeouts, and its lifespan
+    (where ``/mcp``'s session manager runs)."""
+    options = app.options
+    limits = Limits(
+        header_timeout=options.header_timeout,
+        body_timeout=options.body_timeout,
+        max_connections=fit_open_files(options.max_connections),
+    )
+    return uvicorn.Config(
         app,
-        host=args.host,
-        port=args.port,
-        uds=args.socket,
+        **listen,
+        http=protocol_class(limits),
+        backlog=BACKLOG,
         lifespan="on",
-        timeout_graceful_shutdown=DRAIN_SECONDS,
+        timeout_graceful_shutdown=None,  # never abandon a request: see rastrillo/drain.py
         log_config=None,
         server_header=False,
     )
-    with _signals_end_quietly():
-        uvicorn.Server(config).run()
-    app.db.dispose()
-    return 0
+
+
+class DrainingServer(uvicorn.Server):
+    """Uvicorn's server that, once stopping has taken ``drain_timeout``, has the app refuse
+    the first write of every request still running (``Drain.close``)."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        app = self.config.app
+        assert isinstance(app, App)
+        timer = asyncio.get_running_loop().call_later(app.options.drain_timeout, _close, app)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            timer.cancel()
+
+
+def _close(app: App) -> None:
+    log.info("still draining after %.0f s: refusing new writes", app.options.drain_timeout)
+    app.drain.close()
 
 
 def _origin_addr(host: str, port: int) -> str:

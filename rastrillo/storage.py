@@ -12,17 +12,19 @@ app's ``migrations/NNNN_name.sql`` files, once each, in order.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlparse
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Connection,
     DateTime,
     Dialect,
@@ -34,13 +36,17 @@ from sqlalchemy import (
     TypeDecorator,
     create_engine,
     event,
+    inspect,
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
-from .errors import ConfigError
+from .errors import ConfigError, RastrilloError
 
 
 class Instant(TypeDecorator[datetime]):
@@ -77,8 +83,12 @@ migrations_table = Table(
     Column("applied_at", Instant, nullable=False),
 )
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_\-]+\.sql$")
+_MIGRATION_NAME = re.compile(r"(\d{4})_[A-Za-z0-9_\-]+\.sql")
 _BUSY_TIMEOUT_MS = 10_000
+
+
+class DatabaseUnavailable(RastrilloError):
+    """The database cannot serve this process now; the message says why."""
 
 
 def database_url(db: str, base: Path | None = None) -> str:
@@ -89,6 +99,40 @@ def database_url(db: str, base: Path | None = None) -> str:
     if "://" in db:
         return db
     return f"sqlite:///{(base / db).resolve() if base is not None else db}"
+
+
+class WriteGate(Protocol):
+    def before_write(self) -> None: ...
+
+    def committed(self) -> None: ...
+
+
+_SQLITE_UNAVAILABLE = frozenset({5, 6, 10, 13, 14})
+"""BUSY, LOCKED (a lock wait ran out), IOERR, FULL, CANTOPEN (the file is unreachable)."""
+_POSTGRES_UNAVAILABLE_CLASSES = ("08", "53", "57")
+"""Connection exception, insufficient resources, operator intervention (shutdown, cancel)."""
+_POSTGRES_UNAVAILABLE = frozenset({"55P03", "40001", "40P01"})
+"""Lock not available, serialization failure, deadlock: retrying may well succeed."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot serve now (unreachable, a lock wait ran
+    out, out of room) rather than that the code or the data is wrong: a 503, not a 500."""
+    if isinstance(exc, DatabaseUnavailable | SQLAlchemyTimeoutError):  # or no pooled connection
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _SQLITE_UNAVAILABLE
+    state = getattr(exc.orig, "sqlstate", None)
+    if state is None:  # no answer from the server at all: refused, reset, closed
+        return True
+    return state.startswith(_POSTGRES_UNAVAILABLE_CLASSES) or state in _POSTGRES_UNAVAILABLE
 
 
 class Database:
@@ -105,13 +149,21 @@ class Database:
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = threading.Lock()
+        self.gate: WriteGate | None = None
+        """Asked before each write transaction and told after each commit (the server's
+        drain, which refuses new writes while it stops)."""
+        self._file: Path | None = None
+        self._file_identity: tuple[int, int] | None = None
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                self._file = Path(parsed.database).resolve()
+                self._file.parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(
                 self.url, connect_args={"check_same_thread": False, "timeout": 10}
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "do_connect", self._before_connect)
+            event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
             self.engine = create_engine(self.url, pool_pre_ping=True)
@@ -126,10 +178,57 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A serialised write transaction: commits on success, rolls back on error."""
-        with self._write_lock, self.engine.connect() as conn:
-            conn = conn.execution_options(rastrillo_write=True)
-            with conn.begin():
-                yield conn
+        self._check_file()
+        with self._write_lock:
+            if self.gate is not None:
+                self.gate.before_write()
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(rastrillo_write=True)
+                with conn.begin():
+                    yield conn
+            if self.gate is not None:
+                self.gate.committed()
+
+    def check(self) -> None:
+        """Raise `DatabaseUnavailable` when the database cannot serve this process.
+
+        That is: no answer to a query, or (SQLite) the file this process opened
+        was deleted or replaced since. For a readiness check; the sidecar asks
+        before every pass.
+        """
+        self._check_file()
+        try:
+            with self.read() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except SQLAlchemyError as exc:
+            raise DatabaseUnavailable(f"the database does not answer: {exc}") from exc
+
+    def _check_file(self) -> None:
+        """SQLite: the file is still the one first opened. Were it deleted, open
+        connections would go on writing into a file nobody else sees, and a new
+        connection would start an empty database beside it: both are refused."""
+        if self._file is None or self._file_identity is None:
+            return
+        try:
+            found = os.stat(self._file)
+        except FileNotFoundError:
+            raise DatabaseUnavailable(
+                f"the database file {self._file} was deleted while in use; "
+                "restore it and restart the process"
+            ) from None
+        if (found.st_dev, found.st_ino) != self._file_identity:
+            raise DatabaseUnavailable(
+                f"the database file {self._file} was replaced while in use; "
+                "restart the process to use the new file"
+            )
+
+    def _before_connect(self, *_args: Any) -> None:
+        self._check_file()
+
+    def _remember_file(self, _dbapi_connection: Any, _record: Any) -> None:
+        if self._file is not None and self._file_identity is None:
+            found = os.stat(self._file)
+            self._file_identity = (found.st_dev, found.st_ino)
 
     def query(self, sql: str, /, **params: Any) -> Sequence[Row[Any]]:
         """Run one read query and return all its rows."""
@@ -149,24 +248,31 @@ class Database:
     def open(self, migrations_dir: Path | None = None) -> None:
         """Create the framework's tables, then apply the app's pending migrations.
 
-        Both happen in write transactions, so a web process and a sidecar
-        opening a new database at the same moment do not race.
+        When nothing is missing, this only reads: a process starts even while
+        another holds the write lock for long. Otherwise both happen in write
+        transactions, so a web process and a sidecar opening a new database
+        at the same moment do not race.
         """
+        files = migration_files(migrations_dir) if migrations_dir is not None else []
+        if self._is_current(files):
+            return
         with self.write() as conn:
             METADATA.create_all(conn)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
 
+    def _is_current(self, files: list[Path]) -> bool:
+        """Every framework table exists and every migration file is applied."""
+        with self.read() as conn:
+            tables = set(inspect(conn).get_table_names())
+            if not METADATA.tables.keys() <= tables:
+                return False
+            done = set(conn.execute(select(migrations_table.c.name)).scalars())
+        return all(path.name in done for path in files)
+
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply every ``NNNN_name.sql`` not applied before, in order; return their names."""
-        if not migrations_dir.is_dir():
-            return []
-        files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
-        bad = [p.name for p in files if not _MIGRATION_NAME.match(p.name)]
-        if bad:
-            raise ConfigError(
-                f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"
-            )
+        files = migration_files(migrations_dir)
         applied: list[str] = []
         with self.write() as conn:
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
@@ -183,6 +289,19 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def migration_files(migrations_dir: Path) -> list[Path]:
+    """The ``NNNN_name.sql`` files of a folder in order; a `ConfigError` for a misnamed one."""
+    if not migrations_dir.is_dir():
+        return []
+    files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
+    bad = [p.name for p in files if not _MIGRATION_NAME.fullmatch(p.name)]
+    if bad:
+        raise ConfigError(
+            f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"
+        )
+    return files
 
 
 def split_sql(script: str) -> list[str]:
@@ -226,6 +345,31 @@ def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_on_begin(conn: Connection) -> None:
     write = conn.get_execution_options().get("rastrillo_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def upsert(
+    conn: Connection,
+    table: Table,
+    values: Mapping[str, Any],
+    *,
+    key: Sequence[str],
+    where: ColumnElement[bool] | None = None,
+) -> bool:
+    """Insert a row, or update the row with the same ``key`` (and only if ``where`` holds).
+
+    The framework's one upsert: ``INSERT … ON CONFLICT DO UPDATE`` in one
+    statement, on SQLite and PostgreSQL alike, so no reader ever sees the row
+    missing and two writers never both insert. True when a row was written.
+    """
+    insert = sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert
+    statement = insert(table).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=list(key),
+        set_={name: statement.excluded[name] for name in values if name not in key},
+        where=where,
+    )
+    written = statement.returning(*(table.c[name] for name in key))
+    return conn.execute(written).first() is not None
 
 
 def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[dict[str, Any]]:

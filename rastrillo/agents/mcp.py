@@ -25,7 +25,6 @@ arguments once approved; the identical call then redeems the approval (see
 
 from __future__ import annotations
 
-import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -59,7 +58,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rastrillo.actor import Actor
-from rastrillo.agents import grants
+from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.csrf import canonical_origin
 from rastrillo.errors import ConfigError
 from rastrillo.registry.declare import ToolDef
@@ -70,12 +69,9 @@ from rastrillo.storage import METADATA, Database
 from rastrillo.tools import consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
 
-__all__ = ["MCP_PATH", "RESOURCE_METADATA_PATH", "McpEndpoint"]
+__all__ = ["APPROVAL_META", "McpEndpoint", "state_key"]
 
-log = logging.getLogger("rastrillo.agents.mcp")
 
-MCP_PATH = "/mcp"
-RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 APPROVAL_META = "rastrillo/approval"
 """The ``_meta`` key of a write waiting for approval: ``{"id", "url"}``."""
 _ELICITATION_KEY = "approval"

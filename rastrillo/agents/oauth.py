@@ -80,8 +80,7 @@ from starlette.types import ASGIApp, Message
 from rastrillo.actor import Actor
 from rastrillo.storage import METADATA, Database, Instant
 
-from . import grants
-from .mcp import MCP_PATH, RESOURCE_METADATA_PATH
+from . import MCP_PATH, RESOURCE_METADATA_PATH, grants
 
 __all__ = [
     "AUTHORIZE_PATH",

@@ -8,7 +8,9 @@ pass does what is due and returns when the next pass is due (an aware
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..errors import ConfigError
@@ -16,10 +18,6 @@ from ..logs import configure_logging
 from ..storage import Database
 from .lease import Lease, SidecarState, read_state, recorded_next_due
 from .loop import (
-    BACKOFF_CAP,
-    BACKOFF_INITIAL,
-    MIN_PASS_GAP,
-    POLL_FLOOR,
     SHUTDOWN_GRACE,
     PassContext,
     PassFunction,
@@ -29,9 +27,7 @@ from .loop import (
     as_sidecar,
 )
 from .nextdue import next_due_endpoint
-
-if TYPE_CHECKING:
-    from ..app import Options
+from .planner import BACKOFF_CAP, BACKOFF_INITIAL, MIN_PASS_GAP, POLL_FLOOR
 
 __all__ = [
     "BACKOFF_CAP",
@@ -56,18 +52,23 @@ __all__ = [
 ]
 
 
-def run_sidecar(options: Options) -> int:
-    """Run the app's sidecar until SIGTERM or SIGINT; returns the process exit code."""
-    sidecar = as_sidecar(options.sidecar)
+def run_sidecar(
+    sidecar_or_pass: Callable[..., Any] | Sidecar | None, db: Database, migrations: Path
+) -> int:
+    """Run the app's sidecar (``Options.sidecar``) until SIGTERM or SIGINT, on ``db``.
+
+    The database is opened (``migrations`` applied) first, and disposed at the
+    end. Returns the process exit code.
+    """
+    sidecar = as_sidecar(sidecar_or_pass)
     if sidecar is None:
         raise ConfigError(
             "`sidecar run` needs a sidecar, but Options.sidecar is not set; "
             "give Options a sidecar= pass function (see docs/sidecar.md)"
         )
     configure_logging()
-    db = Database(options.database_url(), clock=options.clock)
     try:
-        db.open(options.app_dir / "migrations")
+        db.open(migrations)
         loop = SidecarLoop(
             sidecar.pass_fn,
             db=db,

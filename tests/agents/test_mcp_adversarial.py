@@ -166,7 +166,8 @@ NAMES = st.one_of(
     st.text(max_size=30),
 )
 VALUES = st.one_of(
-    st.text(max_size=20), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=False),
+    st.text(max_size=20), st.integers(), st.booleans(), st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5),
                                                              st.text(max_size=5), max_size=2),
 )

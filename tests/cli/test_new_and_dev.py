@@ -62,6 +62,9 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for(base + "/", lambda r: r.status_code == 200)
+        mcp = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert mcp.status_code == 401  # a new app serves MCP, for agents with a token
+        assert "resource_metadata=" in mcp.headers["www-authenticate"]
         (app_dir / "actions" / "hello.GET.py").write_text(
             "def handle(ctx):\n    return ctx.text('hello v1')\n")
         _wait_for(base + "/hello", lambda r: r.text == "hello v1")
