@@ -187,10 +187,6 @@ class App:
             inner,
             self.db,
             self.origin,
-            idle=options.session_idle,
-            lifetime=options.session_lifetime,
-            sign_in_path=options.sign_in_path,
-            rate_limit=options.sign_in_rate_limit,
         )
         self._stack: ASGIApp = SecurityHeaders(
             UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
@@ -285,14 +281,14 @@ class App:
             await self._static(scope, receive, send)
             return
         found = self.router.match(scope["method"], path)
-        if found is None:
-            response: Response = PlainTextResponse("Not found", status_code=404)
-        elif isinstance(found, list):
+        if found is not None:
+            response: Response = await self._call(found, scope, receive)
+        elif allowed := self.router.allowed_methods(path):
             response = PlainTextResponse(
-                "Method not allowed", status_code=405, headers={"Allow": ", ".join(found)}
+                "Method not allowed", status_code=405, headers={"Allow": ", ".join(allowed)}
             )
         else:
-            response = await self._call(found, scope, receive)
+            response = PlainTextResponse("Not found", status_code=404)
         await response(scope, receive, send)
 
     async def _call(self, match: Match, scope: Scope, receive: Receive) -> Response:

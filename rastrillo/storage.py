@@ -29,7 +29,9 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
+    Float,
     MetaData,
+    Numeric,
     Row,
     String,
     Table,
@@ -44,6 +46,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
+from sqlalchemy.types import TypeEngine
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
 from .errors import ConfigError, RastrilloError
@@ -53,23 +56,35 @@ class Instant(TypeDecorator[datetime]):
     """The one column type for an instant in the framework's tables.
 
     Written from an aware ``datetime`` (a naive one is refused), kept in UTC,
-    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike. On
-    SQLite the text form sorts in time order, so instants compare in SQL.
+    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike.
+    PostgreSQL keeps a ``timestamptz``. SQLite keeps fixed-width UTC text
+    (``2030-01-01 00:00:00.000000``, SQLAlchemy's own form), which sorts in time
+    order, so instants compare in SQL; it is parsed by ``datetime.fromisoformat``,
+    as a session is looked up on every request.
     """
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(26))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
         instant = as_instant(value, "an Instant column was given")
-        return instant.replace(tzinfo=None) if dialect.name == "sqlite" else instant
+        if dialect.name == "sqlite":
+            return instant.replace(tzinfo=None).isoformat(" ", "microseconds")
+        return instant
 
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if isinstance(value, str):
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 METADATA = MetaData()
@@ -262,9 +277,16 @@ class Database:
             self.migrate(migrations_dir)
 
     def _is_current(self, files: list[Path]) -> bool:
-        """Every framework table exists and every migration file is applied."""
+        """Every framework table exists and every migration file is applied.
+
+        A framework table made by an earlier version, in a shape this one cannot
+        use, is a `ConfigError` naming it: refused at start, never a failure later.
+        """
         with self.read() as conn:
-            tables = set(inspect(conn).get_table_names())
+            inspector = inspect(conn)
+            tables = set(inspector.get_table_names())
+            for name in sorted(METADATA.tables.keys() & tables):
+                _check_shape(METADATA.tables[name], inspector.get_columns(name), self.url)
             if not METADATA.tables.keys() <= tables:
                 return False
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
@@ -289,6 +311,21 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _check_shape(table: Table, found: list[Any], url: str) -> None:
+    columns = {column["name"]: column["type"] for column in found}
+    for column in table.columns:
+        kind = columns.get(column.name)
+        stale = kind is None or (
+            isinstance(column.type, Instant) and isinstance(kind, Float | Numeric)
+        )
+        if stale:
+            raise ConfigError(
+                f"the database {make_url(url).render_as_string(hide_password=True)} was made "
+                f"by an earlier Rastrillo: its table {table.name} has no usable column "
+                f"{column.name}; move the database aside (a demo's can be deleted) and start again"
+            )
 
 
 def migration_files(migrations_dir: Path) -> list[Path]:

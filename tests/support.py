@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,7 @@ import httpx
 from rastrillo.generate import generate
 
 APP_PY = '''\
+from collections.abc import Callable
 from pathlib import Path
 
 import rastrillo
@@ -54,6 +56,15 @@ def write_app(
         path.write_text(textwrap.dedent(source))
     generate(root)
     return root
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the condition")
+        time.sleep(0.01)
 
 
 def free_port() -> int:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import anyio
 from starlette.datastructures import Headers
@@ -44,9 +44,9 @@ from rastrillo.registry.errors import (
     UnknownArg,
     UnknownTool,
 )
-from rastrillo.routing import path_params
+from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import Session, find_session
+from rastrillo.sessions.store import Session, find_session, is_session_id
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
@@ -73,7 +73,6 @@ class Target(Protocol):
 _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 # Call ids for calls without one: unique per process run, without a syscall per call.
 _RUN = secrets.token_hex(4)
 _SEQUENCE = itertools.count(1)
@@ -252,7 +251,7 @@ def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")
     session = call.session
-    if session is not None and (not isinstance(session, str) or not _SESSION_ID.match(session)):
+    if session is not None and not is_session_id(session):
         raise BadActor("call.session is not a session id")
     found = find_session(app.db, session) if session is not None else None
     user_id = found.user_id if found is not None else None
@@ -308,10 +307,7 @@ def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
 async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
     """Send one request through ``app`` and collect the response."""
     params = set(path_params(defn.path))
-    raw_path = "/".join(
-        quote(call.args[seg[1:-1]], safe="") if seg.startswith("{") else seg
-        for seg in defn.path.split("/")
-    )
+    raw_path = fill_path(defn.path, call.args)
     rest = urlencode(sorted((k, v) for k, v in call.args.items() if k not in params)).encode()
     origin = urlsplit(app.origin)
     headers = [(b"host", origin.netloc.encode("idna"))]

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from rastrillo.cli.main import main
-from tests.support import free_port
+from tests.support import free_port, wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -70,9 +70,8 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         _wait_for(base + "/hello", lambda r: r.text == "hello v1")
         broken = app_dir / "actions" / "broken.GET.py"
         broken.write_text("def handle(ctx):\n    return (\n")
-        time.sleep(1.5)
+        wait_until(lambda: "syntax error" in (tmp_path / "dev.log").read_text())
         assert httpx.get(base + "/hello").text == "hello v1"  # last good build still serves
-        assert "syntax error" in (tmp_path / "dev.log").read_text()
         broken.unlink()
         (app_dir / "actions" / "hello.GET.py").write_text(
             "def handle(ctx):\n    return ctx.text('hello v2')\n")
