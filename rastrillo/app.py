@@ -62,6 +62,10 @@ class Options:
     """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
     db: str = "app.db"
     """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
+    db_pool_size: int = 5
+    """PostgreSQL connections each server process keeps open for reuse."""
+    db_max_overflow: int = 10
+    """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
     secret: str | None = None
     """A secret for the app's own use (signing its own links, say). The framework
     needs none: sessions and approvals are random ids kept in the database."""
@@ -110,10 +114,15 @@ class App:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.origin = canonical_origin(options.resolved_origin())
-        self.db = Database(options.database_url())
-        self.db.open(options.app_dir / "migrations")
-        if options.setup is not None:
-            options.setup(self.db)
+        self.db = Database(
+            options.database_url(),
+            pool_size=options.db_pool_size,
+            max_overflow=options.db_max_overflow,
+        )
+        with self.db.startup_lock():
+            self.db.open(options.app_dir / "migrations")
+            if options.setup is not None:
+                options.setup(self.db)
         self.templates = Environment(
             loader=ChoiceLoader(
                 [

@@ -1,7 +1,7 @@
 """`rastrillo.run(options, argv)`: serve the app with uvicorn, or run its sidecar.
 
-argv ``[]``, ``["serve"]`` or the flags ``--addr HOST:PORT``, ``--socket PATH``
-and ``--db PATH`` serve; exactly ``["sidecar", "run"]`` runs the sidecar;
+argv ``[]``, ``["serve"]`` or the flags ``--addr HOST:PORT``, ``--socket PATH``,
+``--db PATH`` and ``--workers N`` serve; exactly ``["sidecar", "run"]`` runs the sidecar;
 anything else is a usage error (exit 2).
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -20,9 +21,10 @@ import uvicorn
 from .app import DEFAULT_ADDR, Options, handler, with_overrides
 from .errors import RastrilloError
 from .logs import configure_logging
+from .workers import listen, supervise
 
 USAGE = """\
-usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH]
+usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH] [--workers N]
        python app.py sidecar run
 """
 
@@ -35,6 +37,7 @@ class ServeArgs:
     port: int
     socket: str | None
     db: str | None
+    workers: int = 1
 
 
 class UsageError(RastrilloError):
@@ -53,9 +56,12 @@ def parse_argv(argv: Sequence[str]) -> ServeArgs | None:
     target.add_argument("--addr", default=None)
     target.add_argument("--socket", default=None)
     parser.add_argument("--db", default=None)
+    parser.add_argument("--workers", default="1")
     ns = parser.parse_args(args)
     host, port = split_addr(ns.addr or DEFAULT_ADDR)
-    return ServeArgs(host, port, ns.socket, ns.db)
+    if not re.fullmatch(r"[1-9][0-9]{0,2}", ns.workers):
+        raise UsageError(f"--workers wants a number of processes from 1 to 999, got {ns.workers!r}")
+    return ServeArgs(host, port, ns.socket, ns.db, int(ns.workers))
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -110,10 +116,23 @@ def serve(options: Options, args: ServeArgs) -> int:
         log_config=None,
         server_header=False,
     )
-    with _signals_end_quietly():
-        uvicorn.Server(config).run()
-    app.db.dispose()
-    return 0
+    if args.workers == 1:
+        with _signals_end_quietly():
+            uvicorn.Server(config).run()
+        app.db.dispose()
+        return 0
+    app.db.dispose()  # each worker opens connections of its own, never the parent's
+    sock = listen(args.host, args.port, args.socket)
+
+    def serve_one() -> None:
+        with _signals_end_quietly():
+            uvicorn.Server(config).run(sockets=[sock])
+
+    try:
+        return supervise(args.workers, sock, serve_one, grace=DRAIN_SECONDS + 5)
+    finally:
+        if args.socket is not None:
+            Path(args.socket).unlink(missing_ok=True)
 
 
 def _origin_addr(host: str, port: int) -> str:

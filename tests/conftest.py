@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from tests.support import Server, free_port
 
@@ -32,3 +36,29 @@ def serve() -> Iterator:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait()
+
+
+PG_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the throwaway PostgreSQL server of ``make test``.
+
+    Without the server the test is skipped locally, and fails under ``CI=true``.
+    """
+    base = os.environ.get(PG_URL_ENV)
+    if not base:
+        if os.environ.get("CI"):
+            pytest.fail(f"{PG_URL_ENV} is not set: run the tests with `make test`")
+        pytest.skip(f"no PostgreSQL: set {PG_URL_ENV} or run `make test`")
+    name = f"t_{secrets.token_hex(6)}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()

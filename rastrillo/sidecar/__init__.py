@@ -68,7 +68,8 @@ def run_sidecar(options: Options) -> int:
     configure_logging()
     db = Database(options.database_url())
     try:
-        db.open(options.app_dir / "migrations")
+        with db.startup_lock():
+            db.open(options.app_dir / "migrations")
         loop = SidecarLoop(
             sidecar.pass_fn,
             db=db,
