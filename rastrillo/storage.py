@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import sqlparse
 from sqlalchemy import (
     Column,
     Connection,
@@ -216,14 +217,22 @@ def migration_files(migrations_dir: Path, dialect: str) -> list[tuple[str, Path]
 
 
 def split_sql(script: str) -> list[str]:
-    """Split a migration into statements on `;` at line ends (no procedural SQL)."""
-    statements = re.split(r";\s*(?:\n|$)", script)
-    return [s.strip() for s in statements if _has_code(s)]
+    """Split a migration into its statements, as the database's own parser would.
+
+    A `;` inside a comment, a string literal, a dollar-quoted body or a
+    trigger's ``BEGIN … END`` does not end a statement. A piece holding only
+    comments is dropped.
+    """
+    return [str(s).strip() for s in sqlparse.parse(script) if _has_code(s)]
 
 
-def _has_code(statement: str) -> bool:
-    lines = (line.strip() for line in statement.splitlines())
-    return any(line and not line.startswith("--") for line in lines)
+def _has_code(statement: sqlparse.sql.Statement) -> bool:
+    return any(
+        not token.is_whitespace
+        and token.ttype not in sqlparse.tokens.Comment
+        and not (token.ttype is sqlparse.tokens.Punctuation and token.value == ";")
+        for token in statement.flatten()
+    )
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

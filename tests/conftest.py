@@ -19,6 +19,39 @@ from tests.support import Server, free_port
 settings.register_profile("rastrillo", deadline=None, print_blob=True)
 settings.load_profile("rastrillo")
 
+POSTGRES_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL database of the test's own, dropped after it.
+
+    Under CI a missing server fails the test: a PostgreSQL test never skips there.
+    """
+    base = os.environ.get(POSTGRES_URL_ENV)
+    if not base:
+        if os.environ.get("CI"):
+            pytest.fail(f"{POSTGRES_URL_ENV} is not set: run the tests with `make test`")
+        pytest.skip(f"no PostgreSQL: set {POSTGRES_URL_ENV} or run `make test`")
+    name = f"t_{secrets.token_hex(6)}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test runs twice: on a SQLite file, and on a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "app.db")
+    return request.getfixturevalue("pg_url")
+
 
 @pytest.fixture
 def serve() -> Iterator:
@@ -36,29 +69,3 @@ def serve() -> Iterator:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait()
-
-
-PG_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh database on the throwaway PostgreSQL server of ``make test``.
-
-    Without the server the test is skipped locally, and fails under ``CI=true``.
-    """
-    base = os.environ.get(PG_URL_ENV)
-    if not base:
-        if os.environ.get("CI"):
-            pytest.fail(f"{PG_URL_ENV} is not set: run the tests with `make test`")
-        pytest.skip(f"no PostgreSQL: set {PG_URL_ENV} or run `make test`")
-    name = f"t_{secrets.token_hex(6)}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()

@@ -82,8 +82,8 @@ def test_concurrent_read_modify_write_never_locks_or_loses(tmp_path):
 def test_split_sql_keeps_semicolons_inside_lines():
     script = "CREATE TABLE t (a TEXT DEFAULT 'x;y');\n-- comment only;\nINSERT INTO t VALUES ('1');"
     assert split_sql(script) == [
-        "CREATE TABLE t (a TEXT DEFAULT 'x;y')",
-        "INSERT INTO t VALUES ('1')",
+        "CREATE TABLE t (a TEXT DEFAULT 'x;y');",
+        "-- comment only;\nINSERT INTO t VALUES ('1');",
     ]
 
 
@@ -122,3 +122,61 @@ def test_migration_files_that_cannot_be_chosen_are_clear_errors(tmp_path, files,
     with pytest.raises(ConfigError, match=message):
         db.open(migrations)
     assert db.query("SELECT * FROM rastrillo_migrations") == []
+
+
+def test_split_sql_drops_what_holds_no_statement():
+    assert split_sql("-- only a comment;\n/* and; another */\n;\n") == []
+
+
+NOTES = """\
+CREATE TABLE notes (
+  id INTEGER PRIMARY KEY, -- the key;
+  body TEXT NOT NULL,
+  edits INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO notes (id, body) VALUES (1, 'one;
+two');
+"""
+
+# A trigger body holds statements of its own, each ending in `;`.
+TRIGGER = {
+    "sqlite": """\
+CREATE TRIGGER notes_edited AFTER UPDATE OF body ON notes
+BEGIN
+  UPDATE notes SET edits = edits + 1 WHERE id = NEW.id;
+  SELECT 1;
+END;
+""",
+    "postgres": """\
+CREATE FUNCTION notes_edited() RETURNS trigger AS $$
+BEGIN
+  NEW.edits := OLD.edits + 1;
+  RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER notes_edited BEFORE UPDATE OF body ON notes
+  FOR EACH ROW EXECUTE FUNCTION notes_edited();
+""",
+}
+
+
+def test_a_comment_ending_in_a_semicolon_and_a_string_holding_one_migrate(db_url, tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_notes.sql").write_text(NOTES)
+    db = Database(db_url)
+    db.open(migrations)
+    assert [tuple(r) for r in db.query("SELECT id, body FROM notes")] == [(1, "one;\ntwo")]
+    db.dispose()
+
+
+def test_a_trigger_body_migrates_as_one_statement(db_url, tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_notes.sql").write_text(NOTES)
+    db = Database(db_url)
+    (migrations / "0002_trigger.sql").write_text(TRIGGER["sqlite" if db.is_sqlite else "postgres"])
+    db.open(migrations)
+    db.execute("UPDATE notes SET body = 'three' WHERE id = 1")
+    assert db.query_one("SELECT edits FROM notes WHERE id = 1").edits == 1
+    db.dispose()
