@@ -122,6 +122,8 @@ def _refused(server: Server) -> bool:
             c.get("/pid")
     except httpx.ConnectError:
         return True
+    except httpx.RemoteProtocolError:
+        pass  # accepted by a worker an instant before it stopped listening, then closed
     return False
 
 
