@@ -36,6 +36,7 @@ from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
 from .pages import console
 from .pages.approvals import approval_routes
+from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
@@ -45,6 +46,7 @@ from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 log = logging.getLogger("rastrillo.app")
 
 DEFAULT_ADDR = "127.0.0.1:8000"
+STATIC_PREFIX = "/static/"
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -97,6 +99,10 @@ class Options:
     """Failed password attempts allowed per account and per client address."""
     approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
     """How long an agent's proposed write waits for the user's approval (ten minutes)."""
+    security_headers: bool = False
+    """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
+    ``Referrer-Policy: same-origin``) on the app's own responses too, static files
+    excepted; a header the app sets itself wins. The framework's pages always get them."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -150,7 +156,11 @@ class App:
             sign_in_path=options.sign_in_path,
             rate_limit=options.sign_in_rate_limit,
         )
-        self._stack: ASGIApp = CSRFMiddleware(inner, self.origin)
+        self._stack: ASGIApp = SecurityHeaders(
+            CSRFMiddleware(inner, self.origin),
+            app_pages=options.security_headers,
+            exempt=(STATIC_PREFIX,),
+        )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
             "/api/version": _get_only(self._version),
@@ -175,7 +185,7 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._static is not None and scope["path"].startswith("/static/"):
+        if self._static is not None and scope["path"].startswith(STATIC_PREFIX):
             await self._static(scope, receive, send)
             return
         raw = scope.get("raw_path")

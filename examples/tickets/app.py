@@ -16,6 +16,7 @@ OPTIONS = rastrillo.Options(
     tools=tools(),
     db="tickets.db",
     version="0.1.0",
+    security_headers=True,
     setup=ticketing.seed_demo_data,
     sidecar=sidecar_jobs.release_expired_holds,
     next_due=sidecar_jobs.next_hold_expiry,

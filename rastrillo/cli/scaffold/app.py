@@ -11,6 +11,7 @@ OPTIONS = rastrillo.Options(
     tools=tools(),
     db="app.db",
     version="0.1.0",
+    security_headers=True,
 )
 
 if __name__ == "__main__":

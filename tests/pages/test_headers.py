@@ -1,0 +1,108 @@
+"""Security headers: the framework's pages can never be framed or cached; an app's pages
+get the same with one switch, and the scaffold and the demo turn it on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from httpx import Headers
+
+from rastrillo.cli.new import scaffold
+from rastrillo.pages.console import CONSOLE_PATH
+from rastrillo.pages.headers import HEADERS
+from rastrillo.testing import TestApp
+from tests.support import write_app
+
+ROOT = Path(__file__).resolve().parents[2]
+TICKETS = ROOT / "examples" / "tickets"
+
+ACTIONS = {
+    "index.GET.py": """
+        def handle(ctx):
+            return ctx.text("home")
+    """,
+    "cached.GET.py": """
+        from starlette.responses import PlainTextResponse
+
+        def handle(ctx):
+            return PlainTextResponse("cached", headers={"Cache-Control": "max-age=60"})
+    """,
+}
+STATIC = {"static/style.css": "body { color: black }"}
+LOOSEN_PRELUDE = """
+from starlette.datastructures import MutableHeaders
+
+
+def loosen(app):
+    async def middleware(scope, receive, send):
+        async def loosened(message):
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["X-Frame-Options"] = "ALLOWALL"
+                headers["Content-Security-Policy"] = "default-src *"
+            await send(message)
+
+        await app(scope, receive, loosened)
+
+    return middleware
+"""
+
+
+def expect_secured(headers: Headers) -> None:
+    for name, value in HEADERS:
+        assert headers[name] == value, name
+
+
+def expect_plain(headers: Headers) -> None:
+    for name, _ in HEADERS:
+        assert name not in headers, name
+
+
+@pytest.fixture
+def tickets(tmp_path: Path) -> TestApp:
+    return TestApp(TICKETS, tmp_path, console=True)
+
+
+def test_the_approval_page_and_the_console_are_never_framed_or_cached(tickets: TestApp) -> None:
+    agent = tickets.agent("concierge", 1)
+    pending = agent.needs_confirmation("orders_id_cancel_post", {"id": "1"})
+    tickets.sign_in(tickets.client, 1)
+    for path in (pending.url, CONSOLE_PATH):
+        page = tickets.client.get(path)
+        assert page.status_code == 200
+        expect_secured(page.headers)
+    stranger = tickets.browser()
+    expect_secured(stranger.get(pending.url, follow_redirects=False).headers)  # its redirect too
+
+
+def test_framework_pages_keep_them_whatever_the_app_middleware_does(tmp_path: Path) -> None:
+    app_dir = write_app(tmp_path / "app", ACTIONS, extra="wrap=loosen,", prelude=LOOSEN_PRELUDE)
+    app = TestApp(app_dir, tmp_path)
+    expect_secured(app.client.get("/_rastrillo/approvals/nope", follow_redirects=False).headers)
+    assert app.client.get("/").headers["X-Frame-Options"] == "ALLOWALL"
+
+
+def test_app_pages_get_them_with_the_switch_and_keep_their_own_values(tmp_path: Path) -> None:
+    app_dir = write_app(tmp_path / "app", ACTIONS, extra="security_headers=True,", files=STATIC)
+    client = TestApp(app_dir, tmp_path).client
+    expect_secured(client.get("/").headers)
+    expect_secured(client.get("/missing").headers)
+    cached = client.get("/cached").headers
+    assert cached["Cache-Control"] == "max-age=60"
+    assert cached["X-Frame-Options"] == "DENY"
+    style = client.get("/static/style.css")
+    assert style.status_code == 200
+    expect_plain(style.headers)  # a stylesheet is cached and may be used anywhere
+
+
+def test_app_pages_are_left_alone_without_the_switch(tmp_path: Path) -> None:
+    app_dir = write_app(tmp_path / "app", ACTIONS)
+    expect_plain(TestApp(app_dir, tmp_path).client.get("/").headers)
+
+
+def test_the_demo_and_the_scaffold_turn_it_on(tmp_path: Path) -> None:
+    new_app = scaffold(tmp_path / "shop")
+    for app_dir in (TICKETS, new_app):
+        client = TestApp(app_dir, tmp_path / app_dir.name).client
+        expect_secured(client.get("/", follow_redirects=False).headers)
