@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -74,16 +75,18 @@ class Server:
         base_url: str,
         uds: str | None = None,
         cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
     ):
         self.base_url = base_url
         self.uds = uds
-        self.log = app_dir / "server.log"
+        self.log = log or app_dir / "server.log"
         self.process = subprocess.Popen(
             [sys.executable, str(app_dir / "app.py"), *args],
             cwd=cwd or app_dir,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         self._wait_ready()
 
@@ -108,3 +111,14 @@ class Server:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout=timeout)
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 15) -> object:
+    """Poll ``condition`` until it is truthy and return it; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")

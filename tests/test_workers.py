@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from rastrillo import Options, run
-from tests.support import Server, write_app
+from tests.support import Server, until, write_app
 
 ACTIONS = {
     "pid.GET.py": """
@@ -48,17 +46,6 @@ ACTIONS = {
 @pytest.fixture
 def app_dir(tmp_path: Path) -> Path:
     return write_app(tmp_path / "app", ACTIONS)
-
-
-def until(condition: Callable[[], object], what: str, timeout: float = 15) -> object:
-    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def worker_pids(server: Server, count: int) -> set[int]:
