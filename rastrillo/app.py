@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import sessions
+from .clock import SYSTEM_CLOCK, Clock
 from .context import Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .errors import ConfigError
@@ -99,6 +100,9 @@ class Options:
     """Failed password attempts allowed per account and per client address."""
     approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
     """How long an agent's proposed write waits for the user's approval (ten minutes)."""
+    clock: Clock = SYSTEM_CLOCK
+    """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
+    a test gives a settable one (``rastrillo.testing.ManualClock``)."""
     security_headers: bool = False
     """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
     ``Referrer-Policy: same-origin``) on the app's own responses too, static files
@@ -122,6 +126,7 @@ class App:
         self.origin = canonical_origin(options.resolved_origin())
         self.db = Database(
             options.database_url(),
+            clock=options.clock,
             pool_size=options.db_pool_size,
             max_overflow=options.db_max_overflow,
         )

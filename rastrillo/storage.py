@@ -28,11 +28,13 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Dialect,
     Engine,
     MetaData,
     Row,
     String,
     Table,
+    TypeDecorator,
     create_engine,
     event,
     select,
@@ -40,7 +42,32 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 
+from .clock import SYSTEM_CLOCK, Clock, as_instant
 from .errors import ConfigError
+
+
+class Instant(TypeDecorator[datetime]):
+    """The one column type for an instant in the framework's tables.
+
+    Written from an aware ``datetime`` (a naive one is refused), kept in UTC,
+    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike. On
+    SQLite the text form sorts in time order, so instants compare in SQL.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        instant = as_instant(value, "an Instant column was given")
+        return instant.replace(tzinfo=None) if dialect.name == "sqlite" else instant
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
 
 METADATA = MetaData()
 """The framework's own tables; every concern (sessions, approvals, audit,
@@ -50,7 +77,7 @@ migrations_table = Table(
     "rastrillo_migrations",
     METADATA,
     Column("name", String(255), primary_key=True),
-    Column("applied_at", DateTime(timezone=True), nullable=False),
+    Column("applied_at", Instant, nullable=False),
 )
 
 _MIGRATION_NAME = re.compile(r"(?P<name>\d{4}_[A-Za-z0-9_\-]+)(?:\.(?P<dialect>[a-z]+))?\.sql")
@@ -71,12 +98,21 @@ class Database:
 
     ``read()`` yields a connection for queries; ``write()`` yields one inside a
     write transaction that commits on success and rolls back on error.
+    ``clock`` is the time everything working on this database goes by.
     """
 
-    def __init__(self, url: str, *, pool_size: int = 5, max_overflow: int = 10) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+    ) -> None:
         """``pool_size`` and ``max_overflow`` size the PostgreSQL pool of this process:
         at most their sum connections are open at once. SQLite opens what it needs."""
         self.url = database_url(url)
+        self.clock = clock
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = threading.Lock()
@@ -98,6 +134,7 @@ class Database:
                 max_overflow=max_overflow,
                 pool_timeout=_POOL_TIMEOUT_SECONDS,
             )
+            event.listen(self.engine, "connect", _postgres_on_connect)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -174,7 +211,7 @@ class Database:
                     continue
                 for statement in split_sql(path.read_text(encoding="utf-8")):
                     conn.exec_driver_sql(statement)
-                record = migrations_table.insert().values(name=name, applied_at=datetime.now(UTC))
+                record = migrations_table.insert().values(name=name, applied_at=self.clock.now())
                 conn.execute(record)
                 applied.append(name)
         return applied
@@ -244,6 +281,14 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Instants come back in UTC whatever the server's zone, so every one that
+    # was stored, up to 9999-12-31 in UTC, can be read back.
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'UTC'")
+    dbapi_connection.commit()
 
 
 def _sqlite_on_begin(conn: Connection) -> None:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import uvicorn
@@ -14,6 +15,7 @@ from starlette.testclient import TestClient
 
 from .actor import Actor
 from .app import App, Options, handler, with_overrides
+from .clock import as_instant
 from .loader import load_options
 from .sessions import cookie_name, create_session
 from .storage import Database
@@ -155,3 +157,28 @@ def live_server(options: Options) -> Iterator[App]:
         thread.join(10)
         sock.close()
         app.db.dispose()
+
+
+class ManualClock:
+    """A clock that moves only when told to: give it as ``Options(clock=...)`` to test expiry.
+
+    ``advance`` moves both clocks, as time passing does; ``step`` moves only the
+    wall clock, as setting the system time does.
+    """
+
+    def __init__(self, start: datetime = datetime(2030, 1, 1, tzinfo=UTC)) -> None:
+        self._now = as_instant(start, "ManualClock was given")
+        self._monotonic = 1000.0
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._monotonic
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+        self._monotonic += seconds
+
+    def step(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)

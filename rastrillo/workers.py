@@ -10,6 +10,8 @@ each drains its requests in flight, and the parent exits 0 once all have. A
 worker that dies on its own is replaced; one that keeps dying (more
 replacements in a minute than there are workers) stops the whole server with
 exit code 1, so a supervisor above sees the failure instead of a crash loop.
+Should the parent itself be killed (``kill -9``), every worker drains and
+exits as on SIGTERM: none is left serving on its own.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -53,9 +56,11 @@ def supervise(count: int, sock: socket.socket, serve_one: Callable[[], None], gr
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     workers: set[int] = set()
     replaced: list[float] = []
+    # Every worker reads the parent's end of this pipe: end of file means the parent is gone.
+    lifeline = os.pipe()
     try:
         for _ in range(count):
-            workers.add(_fork(serve_one))
+            workers.add(_fork(serve_one, lifeline))
         while True:
             info = signal.sigwaitinfo(_WATCHED)
             if info.si_signo in _STOP:
@@ -69,21 +74,25 @@ def supervise(count: int, sock: socket.socket, serve_one: Callable[[], None], gr
                     sock.close()
                     _stop(workers, grace)
                     return 1
-                workers.add(_fork(serve_one))
+                workers.add(_fork(serve_one, lifeline))
         sock.close()  # nothing new queues for workers that are draining
         _stop(workers, grace)
         return 0
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        for fd in lifeline:
+            os.close(fd)
 
 
-def _fork(serve_one: Callable[[], None]) -> int:
+def _fork(serve_one: Callable[[], None], lifeline: tuple[int, int]) -> int:
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        os.close(lifeline[1])
+        threading.Thread(target=_stop_when_orphaned, args=(lifeline[0],), daemon=True).start()
         serve_one()
         code = 0
     except BaseException:  # a worker must never return into the parent's code
@@ -91,6 +100,11 @@ def _fork(serve_one: Callable[[], None]) -> int:
     finally:
         logging.shutdown()
         os._exit(code)
+
+
+def _stop_when_orphaned(read_end: int) -> None:
+    os.read(read_end, 1)  # returns only at end of file: the parent's write end closed
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _stop(workers: set[int], grace: float) -> None:

@@ -167,3 +167,10 @@ def test_each_worker_opens_connections_of_its_own(tmp_path, pg_url, serve):
         for other in per_worker[i + 1 :]:
             assert not mine & other, "two workers used the same PostgreSQL connection"
     assert server.stop() == 0
+
+
+def test_workers_stop_when_their_parent_is_killed(app_dir, serve):
+    server = serve(app_dir, "--workers", "2")
+    pids = worker_pids(server, 2)
+    server.stop(signal.SIGKILL)
+    until(lambda: all(gone(pid) for pid in pids), "the orphaned workers to exit")

@@ -33,7 +33,7 @@ def show(ctx: Context) -> Response:
     return ctx.render(
         "_rastrillo/approval.html",
         approval=record,
-        state=record.state(),
+        state=record.state(ctx.db.clock.now()),
         sentence_lines=record.sentence.split("\n"),
         args=[(name, value.split("\n")) for name, value in record.args.items()],
     )

@@ -84,6 +84,7 @@ class Row:
     record: audit.AuditRecord
     who: str
     approval: consent.ApprovalRecord | None
+    approval_state: str | None
 
 
 def console_routes(app: App) -> list[Route]:
@@ -155,10 +156,11 @@ def _page(app: App, ctx: Context, fmt: str, outcome: Outcome | None) -> Response
 
 def _rows(app: App, user_id: str | None) -> list[Row]:
     rows = []
+    now = app.db.clock.now()
     for record in audit.latest(app.db, AUDIT_ROWS, user_id=user_id):
         who = describe(record.actor, record.user_id, record.approved_by, record.approved_at)
         approval = None
         if record.approval_id and (record.refusal or "").startswith(ConfirmRequired.__name__):
             approval = consent.get(app.db, record.approval_id)
-        rows.append(Row(record, who, approval))
+        rows.append(Row(record, who, approval, approval and approval.state(now)))
     return rows

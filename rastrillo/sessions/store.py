@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import (
     Column,
@@ -28,7 +27,7 @@ from sqlalchemy import (
     update,
 )
 
-from ..storage import METADATA, Database
+from ..storage import METADATA, Database, Instant
 
 DEFAULT_IDLE = timedelta(days=2)
 DEFAULT_LIFETIME = timedelta(days=14)
@@ -38,10 +37,10 @@ sessions_table = Table(
     METADATA,
     Column("id_digest", String(64), primary_key=True),
     Column("user_id", String(255), nullable=False),
-    Column("created", Float, nullable=False),
-    Column("expires", Float, nullable=False),
+    Column("created", Instant, nullable=False),
+    Column("expires", Instant, nullable=False),
     Column("idle_seconds", Float, nullable=False),
-    Column("idle_expires", Float, nullable=False),
+    Column("idle_expires", Instant, nullable=False),
     Index("rastrillo_sessions_user", "user_id"),
 )
 
@@ -49,11 +48,6 @@ sessions_table = Table(
 # Built once: a session is looked up on every request, and building the
 # statement costs more than running it.
 _FIND = select(sessions_table).where(sessions_table.c.id_digest == bindparam("digest"))
-
-
-def now() -> float:
-    """The clock sessions and rate limits use (unix seconds); tests replace it."""
-    return time.time()
 
 
 @dataclass(frozen=True)
@@ -73,7 +67,7 @@ def create_session(
 ) -> str:
     """Store a new session for ``user_id``; return its id, the exact cookie value."""
     session_id = secrets.token_urlsafe(32)
-    t = now()
+    t = db.clock.now()
     with db.write() as conn:
         conn.execute(delete(sessions_table).where(_expired(t)))
         conn.execute(
@@ -81,9 +75,9 @@ def create_session(
                 id_digest=_digest(session_id),
                 user_id=str(user_id),
                 created=t,
-                expires=t + lifetime.total_seconds(),
+                expires=t + lifetime,
                 idle_seconds=idle.total_seconds(),
-                idle_expires=t + idle.total_seconds(),
+                idle_expires=t + idle,
             )
         )
     return session_id
@@ -92,7 +86,7 @@ def create_session(
 def find_session(db: Database, session_id: str) -> Session | None:
     """The valid session with this id, its idle expiry moved forward; else None."""
     digest = _digest(session_id)
-    t = now()
+    t = db.clock.now()
     with db.read() as conn:
         row = conn.execute(_FIND, {"digest": digest}).first()
     if row is None:
@@ -102,12 +96,13 @@ def find_session(db: Database, session_id: str) -> Session | None:
         return None
     # Touch at most every tenth of the idle time (and at most once a minute),
     # so an active session stays alive without a write on every request.
-    if row.idle_expires - t < row.idle_seconds - min(60.0, row.idle_seconds / 10):
+    left = (row.idle_expires - t).total_seconds()
+    if left < row.idle_seconds - min(60.0, row.idle_seconds / 10):
         with db.write() as conn:
             conn.execute(
                 update(sessions_table)
                 .where(_with_digest(digest))
-                .values(idle_expires=t + row.idle_seconds)
+                .values(idle_expires=t + timedelta(seconds=row.idle_seconds))
             )
     return Session(session_id, row.user_id)
 
@@ -126,7 +121,7 @@ def revoke_user(db: Database, user_id: str | int) -> int:
     return result.rowcount
 
 
-def _expired(t: float) -> ColumnElement[bool]:
+def _expired(t: datetime) -> ColumnElement[bool]:
     return or_(sessions_table.c.expires <= t, sessions_table.c.idle_expires <= t)
 
 

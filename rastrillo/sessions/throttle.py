@@ -11,20 +11,19 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import Column, Connection, Float, Integer, String, Table, delete, select
+from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
 
 from ..errors import RastrilloError
-from ..storage import METADATA, Database
-from . import store
+from ..storage import METADATA, Database, Instant
 
 attempts_table = Table(
     "rastrillo_sign_in_attempts",
     METADATA,
     Column("key", String(80), primary_key=True),
     Column("failures", Integer, nullable=False),
-    Column("window_start", Float, nullable=False),
+    Column("window_start", Instant, nullable=False),
 )
 
 
@@ -55,12 +54,13 @@ def address_key(address: str) -> str:
 
 def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> None:
     """Count one attempt against each key, or raise TooManyAttempts if any is used up."""
-    t = store.now()
-    span = window.total_seconds()
+    t = db.clock.now()
     with db.write() as conn:
-        rows = {key: _current(conn, key, t, span) for key in limits}
+        rows = {key: _current(conn, key, t, window) for key in limits}
         waits = [
-            start + span - t for key, (failures, start) in rows.items() if failures >= limits[key]
+            (start + window - t).total_seconds()
+            for key, (failures, start) in rows.items()
+            if failures >= limits[key]
         ]
         if waits:
             raise TooManyAttempts(max(1, math.ceil(max(waits))))
@@ -77,14 +77,16 @@ def give_back(db: Database, keys: list[str]) -> None:
                 _save(conn, key, max(0, row.failures - 1), row.window_start)
 
 
-def _current(conn: Connection, key: str, t: float, span: float) -> tuple[int, float]:
+def _current(
+    conn: Connection, key: str, t: datetime, window: timedelta
+) -> tuple[int, datetime]:
     row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
-    if row is None or t >= row.window_start + span:
+    if row is None or t >= row.window_start + window:
         return 0, t
     return row.failures, row.window_start
 
 
-def _save(conn: Connection, key: str, failures: int, start: float) -> None:
+def _save(conn: Connection, key: str, failures: int, start: datetime) -> None:
     conn.execute(delete(attempts_table).where(attempts_table.c.key == key))
     if failures:
         conn.execute(attempts_table.insert().values(key=key, failures=failures, window_start=start))

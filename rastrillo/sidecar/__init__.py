@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from ..clock import Clock, SystemClock
 from ..errors import ConfigError
 from ..logs import configure_logging
 from ..storage import Database
@@ -20,13 +21,11 @@ from .loop import (
     MIN_PASS_GAP,
     POLL_FLOOR,
     SHUTDOWN_GRACE,
-    Clock,
     PassContext,
     PassFunction,
     Sidecar,
     SidecarLoop,
     Sleeper,
-    SystemClock,
     as_sidecar,
 )
 from .nextdue import next_due_endpoint
@@ -66,7 +65,7 @@ def run_sidecar(options: Options) -> int:
             "give Options a sidecar= pass function (see docs/sidecar.md)"
         )
     configure_logging()
-    db = Database(options.database_url())
+    db = Database(options.database_url(), clock=options.clock)
     try:
         with db.startup_lock():
             db.open(options.app_dir / "migrations")

@@ -10,8 +10,7 @@ and the write cannot interleave with another process's.
 
 The state row is how the web process learns what the sidecar last did — for
 ``GET /api/next-due`` and for anyone asking whether the sidecar is alive.
-Instants are stored as Unix seconds (floats): exact, and free of the time
-zone handling that differs between database backends.
+Its instants are `Instant` columns, like every instant the framework stores.
 """
 
 from __future__ import annotations
@@ -22,12 +21,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Column, Float, Integer, String, Table, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..storage import METADATA, Database
+from ..storage import METADATA, Database, Instant
 
 DEFAULT_NAME = "default"
 """The lease and state key of an app's sidecar; set another when two apps share a database."""
@@ -44,12 +43,12 @@ state_table = Table(
     "rastrillo_sidecar_state",
     METADATA,
     Column("name", String(200), primary_key=True),
-    Column("last_pass_at", Float, nullable=False),
+    Column("last_pass_at", Instant, nullable=False),
     Column("outcome", String(20), nullable=False),
     Column("consecutive_failures", Integer, nullable=False),
-    Column("next_due", Float),
-    Column("last_ok_at", Float),
-    Column("last_error_at", Float),
+    Column("next_due", Instant),
+    Column("last_ok_at", Instant),
+    Column("last_error_at", Instant),
 )
 
 
@@ -137,13 +136,12 @@ def record_pass(
     next_due: datetime | None,
 ) -> None:
     """Upsert the state row after a completed pass (ok or failed)."""
-    at = started_at.timestamp()
     values = {
-        "last_pass_at": at,
+        "last_pass_at": started_at,
         "outcome": "ok" if ok else "error",
         "consecutive_failures": consecutive_failures,
-        "next_due": next_due.timestamp() if next_due is not None else None,
-        "last_ok_at" if ok else "last_error_at": at,
+        "next_due": next_due,
+        "last_ok_at" if ok else "last_error_at": started_at,
     }
     with db.write() as conn:
         changed = conn.execute(
@@ -160,12 +158,12 @@ def read_state(db: Database, name: str = DEFAULT_NAME) -> SidecarState | None:
     if row is None:
         return None
     return SidecarState(
-        last_pass_at=_instant(row.last_pass_at),
+        last_pass_at=row.last_pass_at,
         outcome=row.outcome,
         consecutive_failures=row.consecutive_failures,
-        next_due=_optional_instant(row.next_due),
-        last_ok_at=_optional_instant(row.last_ok_at),
-        last_error_at=_optional_instant(row.last_error_at),
+        next_due=row.next_due,
+        last_ok_at=row.last_ok_at,
+        last_error_at=row.last_error_at,
     )
 
 
@@ -173,11 +171,3 @@ def recorded_next_due(db: Database, name: str = DEFAULT_NAME) -> datetime | None
     """When the sidecar said its next pass is due; None when nothing is scheduled or recorded."""
     state = read_state(db, name)
     return state.next_due if state is not None else None
-
-
-def _instant(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
-def _optional_instant(seconds: float | None) -> datetime | None:
-    return _instant(seconds) if seconds is not None else None

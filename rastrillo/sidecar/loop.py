@@ -26,9 +26,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..clock import SYSTEM_CLOCK, Clock, InstantError, as_instant
 from ..errors import ConfigError
 from .lease import DEFAULT_NAME, Lease, record_pass
 
@@ -77,22 +78,6 @@ PassResult = datetime | None
 PassFunction = Callable[[PassContext], PassResult | Awaitable[PassResult]]
 
 
-class Clock(Protocol):
-    def now(self) -> datetime:
-        """The wall clock, an aware UTC datetime."""
-        ...
-
-    def monotonic(self) -> float: ...
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
 Sleeper = Callable[[float, asyncio.Event], Awaitable[None]]
 """Sleep for the given seconds, or until the event is set, whichever is first."""
 
@@ -110,17 +95,10 @@ def interpret(result: object, source: str = "the sidecar pass") -> datetime | No
     """The next due instant in UTC, or None; a `PassResultError` for anything else."""
     if result is None:
         return None
-    if not isinstance(result, datetime):
-        raise PassResultError(
-            f"{source} returned a {type(result).__name__}; return an aware datetime "
-            "(e.g. datetime.now(UTC) + timedelta(minutes=5)) or None for nothing scheduled"
-        )
-    if result.tzinfo is None or result.utcoffset() is None:
-        raise PassResultError(
-            f"{source} returned a naive datetime ({result.isoformat()}); give it a "
-            "time zone (e.g. datetime.now(UTC), or .replace(tzinfo=UTC) if it is in UTC)"
-        )
-    return result.astimezone(UTC)
+    try:
+        return as_instant(result, f"{source} returned")
+    except InstantError as exc:
+        raise PassResultError(str(exc)) from None
 
 
 def backoff(failures: int) -> float:
@@ -269,7 +247,7 @@ class SidecarLoop:
         self.name = name
         self.jitter = jitter
         self.shutdown_grace = shutdown_grace
-        self.clock = clock or SystemClock()
+        self.clock = clock or (db.clock if db is not None else SYSTEM_CLOCK)
         self.sleeper = sleeper
         self.rng = rng or random.Random()
         self.passes = 0

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Float, Integer, String, Table, Text, select
+from sqlalchemy import Column, Float, Integer, String, Table, Text, select
 
 from rastrillo.actor import Approval, describe
-from rastrillo.storage import METADATA, Database
+from rastrillo.storage import METADATA, Database, Instant
 
-__all__ = ["AuditRecord", "append", "as_utc", "flush", "latest"]
+__all__ = ["AuditRecord", "append", "flush", "latest"]
 
 log = logging.getLogger("rastrillo.tools.audit")
 
@@ -42,7 +42,7 @@ audit_table = Table(
     "rastrillo_audit",
     METADATA,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
+    Column("at", Instant, nullable=False),
     Column("call_id", String(64), nullable=False),
     Column("tool", Text, nullable=False),
     Column("actor", Text, nullable=False),
@@ -50,7 +50,7 @@ audit_table = Table(
     Column("args", Text, nullable=False),
     Column("approval_id", String(64)),
     Column("approved_by", String(255)),
-    Column("approved_at", DateTime(timezone=True)),
+    Column("approved_at", Instant),
     Column("status", Integer),
     Column("refusal", Text),
     Column("duration_ms", Float, nullable=False),
@@ -114,7 +114,7 @@ def append(
     queued for the background writer.
     """
     row = dict(
-        at=datetime.now(UTC),
+        at=db.clock.now(),
         call_id=call_id,
         tool=_text(tool),
         actor=_text(actor),
@@ -168,7 +168,7 @@ def _text(value: Any) -> str:
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
     return AuditRecord(
-        at=as_utc(row["at"]),
+        at=row["at"],
         call_id=row["call_id"],
         tool=row["tool"],
         actor=row["actor"],
@@ -176,18 +176,11 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
         args=json.loads(row["args"]),
         approval_id=row["approval_id"],
         approved_by=row["approved_by"],
-        approved_at=as_utc(row["approved_at"]),
+        approved_at=row["approved_at"],
         status=row["status"],
         refusal=row["refusal"],
         duration_ms=row["duration_ms"],
     )
-
-
-def as_utc(value: Any) -> Any:
-    """SQLite hands datetimes back naive; every time the framework stores is UTC."""
-    if isinstance(value, datetime) and value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
 
 
 class _Writer:

@@ -16,16 +16,15 @@ import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, DateTime, String, Table, Text, select, update
+from sqlalchemy import Column, String, Table, Text, select, update
 
 from rastrillo.actor import Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.errors import ApprovalInvalid, ToolError
-from rastrillo.storage import METADATA, Database
-from rastrillo.tools.audit import as_utc
+from rastrillo.storage import METADATA, Database, Instant
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -58,11 +57,11 @@ approvals_table = Table(
     Column("user_id", String(255), nullable=False, index=True),
     Column("digest", String(64), nullable=False),
     Column("status", String(16), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("expires_at", Instant, nullable=False),
     Column("decided_by", String(255)),
-    Column("decided_at", DateTime(timezone=True)),
-    Column("used_at", DateTime(timezone=True)),
+    Column("decided_at", Instant),
+    Column("used_at", Instant),
 )
 
 
@@ -90,11 +89,11 @@ class ApprovalRecord:
         """The approval page's path; prefix the app's origin for a link."""
         return APPROVAL_PATH + self.id
 
-    def state(self, now: datetime | None = None) -> str:
+    def state(self, now: datetime) -> str:
         """``pending``, ``approved``, ``declined``, ``expired`` or ``used``, as of ``now``."""
         if self.used_at is not None:
             return "used"
-        if self.status != "declined" and (now or _now()) >= self.expires_at:
+        if self.status != "declined" and now >= self.expires_at:
             return "expired"
         return self.status
 
@@ -120,7 +119,7 @@ def request_approval(
     ttl: timedelta = DEFAULT_TTL,
 ) -> ApprovalRecord:
     """Record a pending approval for one proposed write and return it."""
-    now = _now()
+    now = db.clock.now()
     row = {
         "id": secrets.token_urlsafe(24),
         "tool": tool,
@@ -163,7 +162,7 @@ def decide(
     """
     db = app_or_db if isinstance(app_or_db, Database) else app_or_db.db
     user_id = _deciding_user(request_or_user_id)
-    now = _now()
+    now = db.clock.now()
     with db.write() as conn:
         done = conn.execute(
             update(approvals_table)
@@ -215,7 +214,7 @@ def redeem(
             raise ApprovalInvalid(approval_id, reason)
     if digest(tool, args, actor, user_id, sentence) != record.digest:
         raise ApprovalInvalid(approval_id, "sentence")
-    now = _now()
+    now = db.clock.now()
     with db.write() as conn:
         won = conn.execute(
             update(approvals_table)
@@ -255,13 +254,9 @@ def _record(row: Mapping[str, Any]) -> ApprovalRecord:
         user_id=row["user_id"],
         digest=row["digest"],
         status=row["status"],
-        created_at=as_utc(row["created_at"]),
-        expires_at=as_utc(row["expires_at"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
         decided_by=row["decided_by"],
-        decided_at=as_utc(row["decided_at"]),
-        used_at=as_utc(row["used_at"]),
+        decided_at=row["decided_at"],
+        used_at=row["used_at"],
     )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)

@@ -14,8 +14,7 @@ from rastrillo import sessions
 from rastrillo.app import App
 from rastrillo.context import Context
 from rastrillo.routing import Route
-from rastrillo.sessions import store
-from rastrillo.testing import live_server
+from rastrillo.testing import ManualClock, live_server
 
 PASSWORD = "correct horse battery"
 USERS = {"ada@example.com": "1", "bob@example.com": "2"}
@@ -81,33 +80,23 @@ def make_options(tmp_path: Path, **overrides: object) -> rastrillo.Options:
     )
 
 
-class Clock:
-    """A settable clock for session and rate-limit expiry."""
-
-    def __init__(self) -> None:
-        self.t = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
+Clock = ManualClock
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
-    monkeypatch.setattr(store, "now", fake)
-    return fake
+def clock() -> ManualClock:
+    """The clock of every app the test serves, moved by the test for session and rate-limit
+    expiry."""
+    return ManualClock()
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Callable[..., App]]:
+def serve(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., App]]:
     """Start the test app on a real server (options overridable); stopped after the test."""
     stack: list = []
 
     def start(**overrides: object) -> App:
-        manager = live_server(make_options(tmp_path, **overrides))
+        manager = live_server(make_options(tmp_path, clock=clock, **overrides))
         stack.append(manager)
         return manager.__enter__()
 

@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 import rastrillo
 from rastrillo.sessions import cookie_name
+from rastrillo.testing import ManualClock
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, consent, dispatch
 from rastrillo.tools import dispatch_sync as run
 from tests.tools._tools_app import Fixture, build
@@ -228,13 +229,13 @@ def test_an_expired_approval(tmp_path):
     assert info.value.reason == "expired"
 
 
-def test_an_approval_that_expires_after_the_decision(tmp_path, monkeypatch):
-    f = build(tmp_path)
+def test_an_approval_that_expires_after_the_decision(tmp_path):
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
     session = f.session("3")
     pending = propose(f, session)
     consent.decide(f.app, "3", pending.approval_id, True)
-    later = consent._now() + timedelta(minutes=11)
-    monkeypatch.setattr(consent, "_now", lambda: later)
+    clock.advance(11 * 60)
     with pytest.raises(ApprovalInvalid) as info:
         cancel(f, session, approval=pending.approval_id)
     assert info.value.reason == "expired"
