@@ -3,7 +3,10 @@
 SQLite is tuned for a web app serving concurrent requests: WAL (readers never
 block the writer), foreign keys on, a busy timeout, and write transactions
 that start with ``BEGIN IMMEDIATE`` behind a process-wide lock, so two writers
-queue instead of failing with "database is locked" half-way through.
+queue instead of failing with "database is locked" half-way through. On
+PostgreSQL writers do not queue: each statement takes the row locks it needs,
+so processes and threads write concurrently, and code that reads before it
+writes serialises itself with :func:`serialize`.
 
 The framework keeps its own tables on :data:`METADATA` (each concern defines
 its tables there); :meth:`Database.open` creates them and then applies the
@@ -15,6 +18,8 @@ database in use runs.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -115,7 +120,10 @@ class Database:
         self.clock = clock
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        self._write_lock = threading.Lock()
+        # SQLite has one writer at a time: queue the threads here rather than in busy retries.
+        self._write_lock: threading.Lock | contextlib.nullcontext[None] = (
+            threading.Lock() if self.is_sqlite else contextlib.nullcontext()
+        )
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +152,11 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A serialised write transaction: commits on success, rolls back on error."""
+        """A write transaction: commits on success, rolls back on error.
+
+        On SQLite write transactions take turns (``BEGIN IMMEDIATE``); on
+        PostgreSQL they run concurrently under ``READ COMMITTED``.
+        """
         with self._write_lock, self.engine.connect() as conn:
             conn = conn.execution_options(rastrillo_write=True)
             with conn.begin():
@@ -218,6 +230,18 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def serialize(conn: Connection, name: str) -> None:
+    """Make the write transaction of ``conn`` the only one holding ``name`` until it ends.
+
+    For a read-then-write that must not interleave with another process's:
+    a transaction-level advisory lock on PostgreSQL; on SQLite the write
+    transaction is already the only one.
+    """
+    if conn.dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 def migration_files(migrations_dir: Path, dialect: str) -> list[tuple[str, Path]]:
