@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import shutil
 import statistics
 import sys
@@ -35,7 +36,6 @@ TICKETS = ROOT / "examples" / "tickets"
 sys.path.insert(0, str(TICKETS))
 
 from rastrillo import Actor, handler  # noqa: E402
-from rastrillo.app import with_overrides  # noqa: E402
 from rastrillo.context import TOOL_CALL_SCOPE_KEY  # noqa: E402
 from rastrillo.loader import load_options  # noqa: E402
 from rastrillo.sessions import cookie_name, create_session  # noqa: E402
@@ -59,7 +59,7 @@ async def main(calls: int, rounds: int) -> None:
     tmp = Path(tempfile.mkdtemp())
     try:
         options = load_options(TICKETS)
-        app = handler(with_overrides(options, db=str(tmp / "bench.db")))
+        app = handler(dataclasses.replace(options, db=str(tmp / "bench.db")))
         session = create_session(app.db, "1")
         agent = Actor.agent("bench")
         marker = ToolCallMarker(Actor(human=False, name="bench", user_id="1"), "bench")

@@ -13,6 +13,7 @@ Needs `wrk` (Debian: apt-get install wrk).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import socket
@@ -34,10 +35,9 @@ def build_app(kind: str, db: str):
     """The ASGI app under test, in the server process."""
     sys.path.insert(0, str(TICKETS))
     from rastrillo import handler
-    from rastrillo.app import with_overrides
     from rastrillo.loader import load_options
 
-    rastrillo_app = handler(with_overrides(load_options(TICKETS), db=db))
+    rastrillo_app = handler(dataclasses.replace(load_options(TICKETS), db=db))
     if kind == "rastrillo":
         return rastrillo_app
 

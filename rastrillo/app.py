@@ -14,9 +14,9 @@ pass every layer.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -41,7 +41,7 @@ from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
 from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
-from .storage import Database
+from .storage import Database, database_url
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 
 log = logging.getLogger("rastrillo.app")
@@ -69,9 +69,6 @@ class Options:
     """PostgreSQL connections each server process keeps open for reuse."""
     db_max_overflow: int = 10
     """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
-    secret: str | None = None
-    """A secret for the app's own use (signing its own links, say). The framework
-    needs none: sessions and approvals are random ids kept in the database."""
     version: str = "dev"
     """Reported by ``GET /api/version``."""
     origin: str | None = None
@@ -113,13 +110,17 @@ class Options:
         return origin.rstrip("/")
 
     def database_url(self) -> str:
-        if "://" in self.db:
-            return self.db
-        return str((self.app_dir / self.db).resolve())
+        """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
+        return database_url(self.db, self.app_dir)
 
 
 class App:
-    """The ASGI app for one `Options`: framework endpoints, middleware, router."""
+    """The ASGI app for one `Options`: framework endpoints, middleware, router.
+
+    Building it only wires it; `start()` does the I/O (open the database, apply
+    migrations, run ``setup``), once, from the serve path, the lifespan
+    startup, `TestApp` or `handler()`.
+    """
 
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -130,10 +131,8 @@ class App:
             pool_size=options.db_pool_size,
             max_overflow=options.db_max_overflow,
         )
-        with self.db.startup_lock():
-            self.db.open(options.app_dir / "migrations")
-            if options.setup is not None:
-                options.setup(self.db)
+        self._started = False
+        self._start_lock = threading.Lock()
         self.templates = Environment(
             loader=ChoiceLoader(
                 [
@@ -173,9 +172,20 @@ class App:
         if options.next_due is not None or options.sidecar is not None:
             self._endpoints["/api/next-due"] = _get_only(next_due_endpoint(options, self.db))
 
+    def start(self) -> App:
+        """Open the database, apply migrations and run ``setup``; later calls do nothing."""
+        with self._start_lock:
+            if not self._started:
+                with self.db.startup_lock():
+                    self.db.open(self.options.app_dir / "migrations")
+                    if self.options.setup is not None:
+                        self.options.setup(self.db)
+                self._started = True
+        return self
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await self._lifespan(receive, send)
             return
         endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
         if endpoint is not None:
@@ -183,6 +193,20 @@ class App:
             await response(scope, receive, send)
             return
         await self._stack(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await run_in_threadpool(self.start)
+                except BaseException as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    raise
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     async def _version(self, request: Request) -> Response:
         return JSONResponse({"version": self.options.version})
@@ -230,15 +254,14 @@ class App:
 
 
 def handler(options: Options) -> App:
-    """The app's ASGI app: what is served, and what tool calls are dispatched to."""
+    """The app's ASGI app, started: what is served, and what tool calls are dispatched to.
+
+    `App(options)` then `start()`, for a script or a test that uses the app at
+    once with no server and no lifespan.
+    """
     if not isinstance(options, Options):
         raise ConfigError("handler() takes a rastrillo.Options")
-    return App(options)
-
-
-def with_overrides(options: Options, **changes: Any) -> Options:
-    """A copy of ``options`` with some fields replaced (used by the command line)."""
-    return dataclasses.replace(options, **changes)
+    return App(options).start()
 
 
 def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
@@ -255,16 +278,6 @@ def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..
 @_get_only
 async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 def _static_files(directory: Path) -> ASGIApp | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import re
 import signal
 import sys
@@ -18,9 +19,10 @@ from pathlib import Path
 
 import uvicorn
 
-from .app import DEFAULT_ADDR, Options, handler, with_overrides
+from .app import DEFAULT_ADDR, App, Options
 from .errors import RastrilloError
 from .logs import configure_logging
+from .storage import database_url
 from .workers import listen, supervise
 
 USAGE = """\
@@ -102,10 +104,10 @@ def serve(options: Options, args: ServeArgs) -> int:
     configure_logging()
     changes: dict[str, object] = {}
     if args.db is not None:  # a path on the command line is relative to where it was typed
-        changes["db"] = args.db if "://" in args.db else str(Path(args.db).resolve())
+        changes["db"] = database_url(args.db, Path.cwd())
     if options.origin is None and args.socket is None:
         changes["origin"] = options.resolved_origin(_origin_addr(args.host, args.port))
-    app = handler(with_overrides(options, **changes))
+    app = App(dataclasses.replace(options, **changes)).start()
     config = uvicorn.Config(
         app,
         host=args.host,

@@ -93,9 +93,14 @@ _BUSY_TIMEOUT_MS = 10_000
 _POOL_TIMEOUT_SECONDS = 10  # a request waits this long for a free connection, then fails
 
 
-def database_url(db: str) -> str:
-    """Accept a SQLAlchemy URL or a plain SQLite file path."""
-    return db if "://" in db else f"sqlite:///{db}"
+def database_url(db: str, base: Path | None = None) -> str:
+    """A SQLAlchemy URL as given, else a SQLite file path (relative to ``base`` if given).
+
+    The one place that decides whether a database setting is a path or a URL.
+    """
+    if "://" in db:
+        return db
+    return f"sqlite:///{(base / db).resolve() if base is not None else db}"
 
 
 class Database:

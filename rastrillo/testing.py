@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -14,7 +15,7 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from .actor import Actor
-from .app import App, Options, handler, with_overrides
+from .app import App, Options
 from .clock import as_instant
 from .loader import load_options
 from .sessions import cookie_name, create_session
@@ -34,7 +35,7 @@ class TestApp:
     def __init__(self, app_dir: Path, tmp_path: Path, **overrides: object) -> None:
         options = load_options(Path(app_dir))
         overrides.setdefault("db", str(Path(tmp_path) / "test.db"))
-        self.app: App = handler(with_overrides(options, **overrides))
+        self.app: App = App(dataclasses.replace(options, **overrides)).start()
         self.client = self.browser()
 
     @property
@@ -141,7 +142,8 @@ def live_server(options: Options) -> Iterator[App]:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else ~40 ms per request
     sock.bind(("127.0.0.1", 0))
     sock.listen()
-    app = handler(with_overrides(options, origin=f"http://127.0.0.1:{sock.getsockname()[1]}"))
+    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = App(dataclasses.replace(options, origin=origin)).start()
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

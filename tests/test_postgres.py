@@ -8,6 +8,7 @@ RASTRILLO_TEST_POSTGRES_URL). Each test gets a database of its own (the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import rastrillo
-from rastrillo.app import with_overrides
 from rastrillo.cli.new import scaffold
 from rastrillo.loader import load_options
 from rastrillo.sessions import create_session, revoke_user
@@ -143,7 +143,7 @@ def test_hosts_starting_at_once_migrate_and_seed_once(pg_url, tmp_path):
     options = load_options(app_dir)
 
     def start(_: int) -> int:
-        app = rastrillo.handler(with_overrides(options, db=pg_url))
+        app = rastrillo.handler(dataclasses.replace(options, db=pg_url))
         app.db.dispose()
         return 0
 

@@ -9,6 +9,7 @@ it, exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -23,7 +24,6 @@ import pytest
 from sqlalchemy import text
 
 import rastrillo
-from rastrillo.app import with_overrides
 from rastrillo.loader import load_options
 from rastrillo.storage import Database
 from tests.sidecar.test_process import assert_no_overlap
@@ -38,6 +38,7 @@ HOLDS = 30
 # The demo's own pass, unchanged, marking when each pass starts and ends.
 HOST = textwrap.dedent(
     """
+    import dataclasses
     import os
     import sys
     import time
@@ -48,7 +49,6 @@ HOST = textwrap.dedent(
     import sidecar_jobs
 
     import rastrillo
-    from rastrillo.app import with_overrides
     from rastrillo.sidecar import Sidecar
 
     MARKS = Path(os.environ["MARKS"]) / f"marks-{os.getpid()}"
@@ -68,7 +68,7 @@ HOST = textwrap.dedent(
 
 
     sidecar = Sidecar(pass_fn=release, lease_ttl=float(os.environ["TTL"]))
-    options = with_overrides(tickets.OPTIONS, db=os.environ["DB"], sidecar=sidecar)
+    options = dataclasses.replace(tickets.OPTIONS, db=os.environ["DB"], sidecar=sidecar)
     sys.exit(rastrillo.run(options, ["sidecar", "run"]))
     """
 )
@@ -120,7 +120,7 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
     app_dir = tmp_path / "tickets"
     shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
     (tmp_path / "host.py").write_text(HOST)
-    rastrillo.handler(with_overrides(load_options(app_dir), db=pg_url)).db.dispose()  # seeded
+    rastrillo.handler(dataclasses.replace(load_options(app_dir), db=pg_url)).db.dispose()  # seeded
     db = Database(pg_url)
     before = hold_expired_orders(db)
     last_hold = db.query_one("SELECT MAX(id) AS id FROM orders").id

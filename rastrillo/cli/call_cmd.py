@@ -1,5 +1,4 @@
-"""``rastrillo tools call`` and ``rastrillo audit``: act as an agent from a shell, and read
-the log of what agents did."""
+"""``rastrillo tools call``: act as an agent from a shell, through the app."""
 
 from __future__ import annotations
 
@@ -8,13 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..actor import Actor
-from ..app import handler
 from ..errors import RastrilloError
-from ..loader import load_options
-from ..sessions.store import create_session, delete_session
-from ..tools import Call, ConfirmRequired, dispatch_sync
-from ..tools.audit import flush, latest
 
 NEEDS_APPROVAL = 3
 """Exit status of ``tools call`` when the write waits for the user's approval."""
@@ -37,15 +30,14 @@ def add_call_parser(tsub: Any) -> None:
     p.set_defaults(func=_call)
 
 
-def add_audit_parser(sub: Any) -> None:
-    p = sub.add_parser("audit", help="print the latest tool calls, newest first")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
-    p.add_argument("--limit", default=20, type=int, metavar="N", help="how many rows (20)")
-    p.add_argument("--user", help="only calls made for this user")
-    p.set_defaults(func=_audit)
-
-
 def _call(args: argparse.Namespace) -> int:
+    from ..actor import Actor
+    from ..app import handler
+    from ..loader import load_options
+    from ..sessions.store import create_session, delete_session
+    from ..tools import Call, ConfirmRequired, dispatch_sync
+    from ..tools.audit import flush
+
     options = load_options(args.app)
     app = handler(options)
     call_args = _parse_args(args.args)
@@ -73,17 +65,6 @@ def _call(args: argparse.Namespace) -> int:
     if result.body:
         print(result.text)
     return 0 if result.status < 400 else 1
-
-
-def _audit(args: argparse.Namespace) -> int:
-    app = handler(load_options(args.app))
-    rows = latest(app.db, limit=args.limit, user_id=args.user)
-    app.db.dispose()
-    if not rows:
-        print("no tool calls yet")
-    for row in rows:
-        print(row)
-    return 0
 
 
 def _parse_args(pairs: list[str]) -> dict[str, str]:

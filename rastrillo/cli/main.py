@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--addr", default="127.0.0.1:8000")
     p.set_defaults(func=_dev)
 
-    from .call_cmd import add_audit_parser
+    from .audit_cmd import add_audit_parser
     from .tools_cmd import add_tools_parser
 
     add_tools_parser(sub)

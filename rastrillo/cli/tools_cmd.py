@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..loader import load_options
-from ..tools import FORMATS, schemas_json
+from ..registry.schemas import FORMATS
 from .call_cmd import add_call_parser
 
 
@@ -28,6 +27,8 @@ def add_tools_parser(sub: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from ..loader import load_options
+
     defs = load_options(args.app).tools
     if not defs:
         print("no tools: declare TOOL = rastrillo.Tool(...) next to a handle")
@@ -39,5 +40,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _schemas(args: argparse.Namespace) -> int:
+    from ..loader import load_options
+    from ..registry.schemas import schemas_json
+
     print(schemas_json(load_options(args.app).tools, format=args.format))
     return 0

@@ -9,7 +9,8 @@ from pathlib import Path, PurePosixPath
 from ..errors import Problem
 from ..registry.declare import ToolDef
 from ..routing import RouteFileError, is_action_part, route_for_file
-from .tools import check_registry, read_tool
+from .read import read_tool
+from .rules import check_registry
 
 ACTIONS_DIR = "actions"
 

@@ -1,4 +1,4 @@
-"""Render ``gen/`` from the scanned actions, write it, or check it is current."""
+"""Write ``gen/`` from the scanned actions, or check it is current."""
 
 from __future__ import annotations
 
@@ -7,19 +7,10 @@ import tempfile
 from pathlib import Path
 
 from ..errors import GenerateError
-from .scan import ActionFile, scan_actions
-from .tools import HEADER, py_literal, render_tools_module
+from .render import render_init_module, render_routes_module, render_tools_module
+from .scan import scan_actions
 
 GEN_DIR = "gen"
-
-_INIT = f"""{HEADER}
-\"\"\"The app's generated route table and tool registry.\"\"\"
-
-from .routes import routes
-from .tools import tools
-
-__all__ = ["routes", "tools"]
-"""
 
 
 def render_gen(app_dir: Path) -> dict[str, str]:
@@ -29,39 +20,10 @@ def render_gen(app_dir: Path) -> dict[str, str]:
         raise GenerateError(problems)
     tools = sorted((a.tool for a in actions if a.tool is not None), key=lambda t: t.id)
     return {
-        "__init__.py": _INIT,
-        "routes.py": _render_routes(actions),
+        "__init__.py": render_init_module(),
+        "routes.py": render_routes_module([(a.method, a.path, a.source) for a in actions]),
         "tools.py": render_tools_module(tools),
     }
-
-
-def _render_routes(actions: list[ActionFile]) -> str:
-    rows = [
-        f"    ({py_literal(a.method)}, {py_literal(a.path)}, {py_literal(a.source)}),"
-        for a in actions
-    ]
-    lines = [
-        HEADER,
-        '"""The route table: every action under actions/, by path and method."""',
-        "",
-        "from pathlib import Path",
-        "",
-        "from rastrillo.routing import Route, load_handle",
-        "",
-        "_APP_DIR = Path(__file__).resolve().parent.parent",
-        "",
-        *(["_ROUTES = [", *rows, "]"] if rows else ["_ROUTES: list[tuple[str, str, str]] = []"]),
-        "",
-        "",
-        "def routes() -> list[Route]:",
-        '    """Every route of the app, with its handler loaded from its action file."""',
-        "    return [",
-        "        Route(method, path, source, load_handle(_APP_DIR, source))",
-        "        for method, path, source in _ROUTES",
-        "    ]",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def generate(app_dir: Path, *, check: bool = False) -> list[str]:
@@ -73,9 +35,7 @@ def generate(app_dir: Path, *, check: bool = False) -> list[str]:
     files = render_gen(app_dir)
     gen = app_dir / GEN_DIR
     stale = [name for name, text in files.items() if _read(gen / name) != text]
-    extra = sorted(
-        p.name for p in gen.glob("*.py") if p.name not in files
-    ) if gen.is_dir() else []
+    extra = sorted(p.name for p in gen.glob("*.py") if p.name not in files) if gen.is_dir() else []
     if check:
         return sorted(stale + extra)
     gen.mkdir(exist_ok=True)
@@ -100,5 +60,3 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, String, Table, Text, select
+from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 
 from rastrillo.actor import Approval, describe
 from rastrillo.storage import METADATA, Database, Instant
@@ -142,7 +142,10 @@ def flush(db: Database, timeout: float = 10.0) -> None:
 
 
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:
-    """The newest rows first, optionally only the calls made for one user."""
+    """The newest rows first, optionally only the calls made for one user.
+
+    A database the app never opened has no audit table, and so no rows.
+    """
     flush(db)
     query = (
         select(audit_table)
@@ -152,8 +155,10 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     if user_id is not None:
         query = query.where(audit_table.c.user_id == user_id)
     with db.read() as conn:
-        rows = conn.execute(query).all()
-    return [_record(row._mapping) for row in rows]
+        if not inspect(conn).has_table(audit_table.name):
+            return []
+        rows = conn.execute(query).mappings().all()
+    return [_record(row) for row in rows]
 
 
 def _printable(args: Mapping[Any, Any]) -> dict[str, str]:

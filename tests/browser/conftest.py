@@ -9,13 +9,14 @@ fresh server on its own SQLite file, and the page it ends on is saved as
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from rastrillo.app import App, with_overrides
+from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
@@ -34,7 +35,9 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
     """The tickets demo with its console, on a fresh database."""
-    options = with_overrides(load_options(TICKETS), db=str(tmp_path / "tickets.db"), console=True)
+    options = dataclasses.replace(
+        load_options(TICKETS), db=str(tmp_path / "tickets.db"), console=True
+    )
     with live_server(options) as served:
         yield served
 

@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rastrillo.errors import Problem
-from rastrillo.generate.tools import check_registry, read_tool, render_tools_module
+from rastrillo.generate.read import read_tool
+from rastrillo.generate.render import render_tools_module
+from rastrillo.generate.rules import check_registry
 from rastrillo.registry.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
 
 SOURCE = "actions/orders/[id]/cancel.POST.py"

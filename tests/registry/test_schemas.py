@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rastrillo.generate.tools import read_tool
+from rastrillo.generate.read import read_tool
 from rastrillo.registry.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
 from rastrillo.tools import FORMATS, schemas, schemas_json
 

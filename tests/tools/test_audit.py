@@ -107,8 +107,13 @@ def test_an_approved_write_records_who_approved_and_when(f):
 
 def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
     session = f.session("3")
-    call = Call(tool="orders_id_cancel_post", args={"id": "8", "reason": "r"}, actor=AGENT,
-                session=session, call_id="durable-1")
+    call = Call(
+        tool="orders_id_cancel_post",
+        args={"id": "8", "reason": "r"},
+        actor=AGENT,
+        session=session,
+        call_id="durable-1",
+    )
     with pytest.raises(ConfirmRequired) as info:
         run(f.app, f.defs, call)
     consent.decide(f.app, "3", info.value.approval_id, True)
@@ -216,3 +221,30 @@ def test_tickets_records_who_cancelled_an_order(tmp_path):
     with pytest.raises(ApprovalInvalid) as info:
         other.call("orders_id_cancel_post", {"id": "1"}, approval=pending)
     assert info.value.reason == "user"
+
+
+def test_rastrillo_audit_only_reads_it_neither_migrates_nor_seeds(tmp_path, capsys):
+    (tmp_path / "migrations").mkdir()
+    (tmp_path / "migrations" / "0001_notes.sql").write_text("CREATE TABLE notes (id INTEGER);")
+    (tmp_path / "app.py").write_text(
+        "from pathlib import Path\n"
+        "import rastrillo\n"
+        "HERE = Path(__file__).parent\n"
+        "OPTIONS = rastrillo.Options(\n"
+        "    app_dir=HERE, db='data/app.db', setup=lambda db: (HERE / 'seeded').touch()\n"
+        ")\n"
+    )
+    app = ["--app", str(tmp_path)]
+    assert main(["audit", *app]) == 0
+    assert capsys.readouterr().out == "no tool calls yet\n"
+    assert not (tmp_path / "data").exists()
+
+    (tmp_path / "data").mkdir()
+    sqlite3.connect(tmp_path / "data" / "app.db").close()  # a database the app never opened
+    assert main(["audit", *app]) == 0
+    assert capsys.readouterr().out == "no tool calls yet\n"
+    assert not (tmp_path / "seeded").exists()
+    tables = sqlite3.connect(tmp_path / "data" / "app.db").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+    )
+    assert tables.fetchall() == []

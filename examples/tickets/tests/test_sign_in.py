@@ -1,5 +1,6 @@
 """Signing in to the tickets demo, and orders that belong to their user — over a real server."""
 
+import dataclasses
 import importlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rastrillo.app import App, with_overrides
+from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.testing import TestApp, live_server
 
@@ -20,7 +21,7 @@ BOBS_ORDER = 3  # seeded: alice has orders 1 and 2, bob has 3
 
 @pytest.fixture
 def app(tmp_path) -> Iterator[App]:
-    options = with_overrides(OPTIONS, db=str(tmp_path / "tickets.db"))
+    options = dataclasses.replace(OPTIONS, db=str(tmp_path / "tickets.db"))
     with live_server(options) as served:
         yield served
 

@@ -1,0 +1,48 @@
+"""``rastrillo audit``: print the log of what agents did, newest first.
+
+It only reads: the app's database is neither migrated nor seeded, and a
+database that does not exist yet is not created.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_audit_parser(sub: Any) -> None:
+    p = sub.add_parser("audit", help="print the latest tool calls, newest first")
+    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.add_argument("--limit", default=20, type=int, metavar="N", help="how many rows (20)")
+    p.add_argument("--user", help="only calls made for this user")
+    p.set_defaults(func=_audit)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from ..loader import load_options
+    from ..storage import Database
+    from ..tools.audit import latest
+
+    url = load_options(args.app).database_url()
+    rows = []
+    if _may_exist(url):
+        db = Database(url)
+        try:
+            rows = latest(db, limit=args.limit, user_id=args.user)
+        finally:
+            db.dispose()
+    if not rows:
+        print("no tool calls yet")
+    for row in rows:
+        print(row)
+    return 0
+
+
+def _may_exist(url: str) -> bool:
+    """False for a SQLite file that is not there (opening it would create it)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    file = parsed.database
+    return parsed.get_backend_name() != "sqlite" or not file or Path(file).is_file()

@@ -1,0 +1,127 @@
+"""The rules a tool declaration must keep, for one tool and across the registry.
+
+Every rule holds for every provider at once, so the registry renders for all of
+them without renaming anything (see `rastrillo.registry.schemas`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rastrillo.errors import Problem
+from rastrillo.registry.confirm import placeholders
+from rastrillo.registry.declare import Access, ToolDef, tool_id
+from rastrillo.registry.schemas import WRITE_SUFFIX
+from rastrillo.routing import path_params
+
+__all__ = [
+    "ARG_NAME",
+    "MAX_DESCRIPTION",
+    "MAX_ID",
+    "Declared",
+    "Refuse",
+    "check_registry",
+    "check_tool",
+]
+
+MAX_DESCRIPTION = 1024
+"""OpenAI's reported cap; it applies to the description as sent, write suffix included."""
+MAX_ID = 64
+"""OpenAI's and Gemini's tool-name cap (Anthropic and MCP allow 128)."""
+ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+"""Valid as an Anthropic property key, a Vertex parameter name and a form field."""
+
+Refuse = Callable[[int, str], None]
+"""Records one problem: the line it is on and what is wrong."""
+
+
+@dataclass
+class Declared:
+    """The fields of one `TOOL`; a field is None when it could not be read.
+
+    `args` holds the readable entries of a dict literal (None if `args` is not
+    one); `arg_lines` every name it declares, readable description or not.
+    """
+
+    line: int
+    description: str | None = None
+    access: Access | None = Access.READ
+    args: dict[str, str] | None = field(default_factory=dict)
+    confirm: str | None = ""
+    lines: dict[str, int] = field(default_factory=dict)
+    arg_lines: dict[str, int] = field(default_factory=dict)
+
+    def line_of(self, name: str) -> int:
+        return self.lines.get(name, self.line)
+
+
+def check_tool(declared: Declared, method: str, path: str, refuse: Refuse) -> None:
+    """Every rule one tool must keep; each offender is refused with its line."""
+    access, args, confirm = declared.access, declared.args, declared.confirm
+    description = declared.description
+    if description is not None:
+        line = declared.line_of("description")
+        sent = description + WRITE_SUFFIX if access is Access.WRITE else description
+        if not description.strip():
+            refuse(line, "description is empty; the model chooses tools by it")
+        elif len(sent) > MAX_DESCRIPTION:
+            refuse(
+                line,
+                f"description is {len(sent)} characters as sent to the model "
+                f"(write tools add {WRITE_SUFFIX!r}); the limit is {MAX_DESCRIPTION}",
+            )
+    if access is Access.READ and method != "GET":
+        refuse(
+            declared.line_of("access"),
+            f"a read tool must be a GET action, not {method}; "
+            "declare access=rastrillo.ToolWrite if it changes state (access defaults to read)",
+        )
+    elif access is Access.WRITE and method == "GET":
+        refuse(
+            declared.line_of("access"),
+            "a write tool cannot be a GET action: GET must not change state",
+        )
+    if access is Access.WRITE and confirm is not None and not confirm.strip():
+        refuse(
+            declared.line_of("confirm"),
+            "a write tool needs a confirm sentence, the question its human approves",
+        )
+    for name, line in declared.arg_lines.items():
+        if not ARG_NAME.fullmatch(name):
+            refuse(line, f"arg name {name!r} must match {ARG_NAME.pattern}")
+    if args is not None:
+        declared_names = declared.arg_lines
+        for param in dict.fromkeys(path_params(path)):
+            if param not in declared_names:
+                refuse(
+                    declared.line_of("args"),
+                    f"path parameter {param!r} of {path} must be declared in args",
+                )
+        for name in dict.fromkeys(placeholders(confirm or "")):
+            if name not in declared_names:
+                refuse(declared.line_of("confirm"), f"confirm placeholder {{{name}}} is not an arg")
+    ident = tool_id(method, path)
+    if len(ident) > MAX_ID:
+        refuse(
+            declared.line,
+            f"tool id {ident!r} is {len(ident)} characters; the limit is {MAX_ID} "
+            "(shorten the action's path)",
+        )
+
+
+def check_registry(defs: list[ToolDef]) -> list[Problem]:
+    """The rules across tools: no two tools may share an id; each file is named."""
+    sources: defaultdict[str, list[str]] = defaultdict(list)
+    for defn in defs:
+        sources[defn.id].append(defn.source)
+    problems = []
+    for ident, files in sources.items():
+        for file in files if len(files) > 1 else ():
+            others = ", ".join(sorted(f for f in files if f != file) or [file])
+            problems.append(
+                Problem(file=file, line=None, message=f"tool id {ident!r} is also used by {others}")
+            )
+    return sorted(problems)
