@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 import sqlparse
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Connection,
     DateTime,
     Dialect,
@@ -42,13 +44,16 @@ from sqlalchemy import (
     TypeDecorator,
     create_engine,
     event,
+    inspect,
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
-from .errors import ConfigError
+from .errors import ConfigError, RastrilloError
 
 
 class Instant(TypeDecorator[datetime]):
@@ -93,6 +98,10 @@ _BUSY_TIMEOUT_MS = 10_000
 _POOL_TIMEOUT_SECONDS = 10  # a request waits this long for a free connection, then fails
 
 
+class DatabaseUnavailable(RastrilloError):
+    """The database cannot serve this process now; the message says why."""
+
+
 def database_url(db: str, base: Path | None = None) -> str:
     """A SQLAlchemy URL as given, else a SQLite file path (relative to ``base`` if given).
 
@@ -129,13 +138,18 @@ class Database:
         self._write_lock: threading.Lock | contextlib.nullcontext[None] = (
             threading.Lock() if self.is_sqlite else contextlib.nullcontext()
         )
+        self._file: Path | None = None
+        self._file_identity: tuple[int, int] | None = None
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                self._file = Path(parsed.database).resolve()
+                self._file.parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(
                 self.url, connect_args={"check_same_thread": False, "timeout": 10}
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "do_connect", self._before_connect)
+            event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
             # Pre-ping: a connection the server dropped (a restart, an idle timeout)
@@ -162,10 +176,52 @@ class Database:
         On SQLite write transactions take turns (``BEGIN IMMEDIATE``); on
         PostgreSQL they run concurrently under ``READ COMMITTED``.
         """
+        self._check_file()
         with self._write_lock, self.engine.connect() as conn:
             conn = conn.execution_options(rastrillo_write=True)
             with conn.begin():
                 yield conn
+
+    def check(self) -> None:
+        """Raise `DatabaseUnavailable` when the database cannot serve this process.
+
+        That is: no answer to a query, or (SQLite) the file this process opened
+        was deleted or replaced since. For a readiness check; the sidecar asks
+        before every pass.
+        """
+        self._check_file()
+        try:
+            with self.read() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except SQLAlchemyError as exc:
+            raise DatabaseUnavailable(f"the database does not answer: {exc}") from exc
+
+    def _check_file(self) -> None:
+        """SQLite: the file is still the one first opened. Were it deleted, open
+        connections would go on writing into a file nobody else sees, and a new
+        connection would start an empty database beside it: both are refused."""
+        if self._file is None or self._file_identity is None:
+            return
+        try:
+            found = os.stat(self._file)
+        except FileNotFoundError:
+            raise DatabaseUnavailable(
+                f"the database file {self._file} was deleted while in use; "
+                "restore it and restart the process"
+            ) from None
+        if (found.st_dev, found.st_ino) != self._file_identity:
+            raise DatabaseUnavailable(
+                f"the database file {self._file} was replaced while in use; "
+                "restart the process to use the new file"
+            )
+
+    def _before_connect(self, *_args: Any) -> None:
+        self._check_file()
+
+    def _remember_file(self, _dbapi_connection: Any, _record: Any) -> None:
+        if self._file is not None and self._file_identity is None:
+            found = os.stat(self._file)
+            self._file_identity = (found.st_dev, found.st_ino)
 
     def query(self, sql: str, /, **params: Any) -> Sequence[Row[Any]]:
         """Run one read query and return all its rows."""
@@ -205,13 +261,29 @@ class Database:
     def open(self, migrations_dir: Path | None = None) -> None:
         """Create the framework's tables, then apply the app's pending migrations.
 
-        Both happen in write transactions; processes starting at once on
+        When nothing is missing, this only reads: a process starts even while
+        another holds the write lock for long. Otherwise both happen in write
+        transactions, so a web process and a sidecar opening a new database
+        at the same moment do not race. Processes starting at once on
         PostgreSQL also hold :meth:`startup_lock` around this.
         """
+        dialect = self.engine.dialect.name
+        files = migration_files(migrations_dir, dialect) if migrations_dir is not None else []
+        if self._is_current(files):
+            return
         with self.write() as conn:
             METADATA.create_all(conn)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
+
+    def _is_current(self, files: list[tuple[str, Path]]) -> bool:
+        """Every framework table exists and every migration file is applied."""
+        with self.read() as conn:
+            tables = set(inspect(conn).get_table_names())
+            if not METADATA.tables.keys() <= tables:
+                return False
+            done = set(conn.execute(select(migrations_table.c.name)).scalars())
+        return all(name in done for name, _ in files)
 
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply every migration not applied before, in order; return their names.
@@ -323,6 +395,31 @@ def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_on_begin(conn: Connection) -> None:
     write = conn.get_execution_options().get("rastrillo_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def upsert(
+    conn: Connection,
+    table: Table,
+    values: Mapping[str, Any],
+    *,
+    key: Sequence[str],
+    where: ColumnElement[bool] | None = None,
+) -> bool:
+    """Insert a row, or update the row with the same ``key`` (and only if ``where`` holds).
+
+    The framework's one upsert: ``INSERT … ON CONFLICT DO UPDATE`` in one
+    statement, on SQLite and PostgreSQL alike, so no reader ever sees the row
+    missing and two writers never both insert. True when a row was written.
+    """
+    insert = sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert
+    statement = insert(table).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=list(key),
+        set_={name: statement.excluded[name] for name in values if name not in key},
+        where=where,
+    )
+    written = statement.returning(*(table.c[name] for name in key))
+    return conn.execute(written).first() is not None
 
 
 def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[dict[str, Any]]:

@@ -36,10 +36,15 @@ def now() -> datetime:
 
 
 def seed_demo_data(db: Database) -> None:
-    """Demo users, events and an order each, once, into an empty database."""
+    """Demo users, events and an order each, once, into an empty database.
+
+    Seeded already: only a read, so the app starts while another process writes.
+    """
+    if db.query_one("SELECT 1 FROM events LIMIT 1") is not None:
+        return
     with db.write() as conn:
         if conn.execute(text("SELECT COUNT(*) FROM events")).scalar_one():
-            return
+            return  # another process seeded it meanwhile
         password_hash = hash_password(DEMO_PASSWORD)
         for email, name in DEMO_USERS:
             conn.execute(

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
 
 from ..errors import RastrilloError
-from ..storage import METADATA, Database, Instant, serialize
+from ..storage import METADATA, Database, Instant, serialize, upsert
 
 attempts_table = Table(
     "rastrillo_sign_in_attempts",
@@ -89,6 +89,8 @@ def _current(
 
 
 def _save(conn: Connection, key: str, failures: int, start: datetime) -> None:
-    conn.execute(delete(attempts_table).where(attempts_table.c.key == key))
     if failures:
-        conn.execute(attempts_table.insert().values(key=key, failures=failures, window_start=start))
+        row = {"key": key, "failures": failures, "window_start": start}
+        upsert(conn, attempts_table, row, key=["key"])
+    else:
+        conn.execute(delete(attempts_table).where(attempts_table.c.key == key))

@@ -16,10 +16,6 @@ from ..logs import configure_logging
 from ..storage import Database
 from .lease import Lease, SidecarState, read_state, recorded_next_due
 from .loop import (
-    BACKOFF_CAP,
-    BACKOFF_INITIAL,
-    MIN_PASS_GAP,
-    POLL_FLOOR,
     SHUTDOWN_GRACE,
     PassContext,
     PassFunction,
@@ -29,6 +25,7 @@ from .loop import (
     as_sidecar,
 )
 from .nextdue import next_due_endpoint
+from .planner import BACKOFF_CAP, BACKOFF_INITIAL, MIN_PASS_GAP, POLL_FLOOR
 
 if TYPE_CHECKING:
     from ..app import Options

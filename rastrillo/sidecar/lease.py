@@ -2,11 +2,16 @@
 
 The lease is what keeps two sidecars of one app on one database from running
 passes at once (the duplicate-run failure every scheduler in a replicated web
-app meets). It is a row naming its holder and an expiry on the wall clock;
-the holder renews it, a standby takes it over once it has expired, so a
-holder killed with SIGKILL is replaced within the lease time. On SQLite the
-check-and-take runs in a ``BEGIN IMMEDIATE`` write transaction, so the read
-and the write cannot interleave with another process's.
+app meets). It is a row naming its holder and when it expires; the holder
+renews it, a standby takes it over once it has expired, so a holder killed
+with SIGKILL is replaced within the lease time. Taking and renewing are one
+conditional upsert, so two processes can never both win.
+
+Expiry is never measured on the wall clock, which steps: it is seconds on the
+clock the row names. On PostgreSQL that is the database server's clock, the
+one clock every host sharing the database reads. On SQLite, whose processes
+all run on one host, it is that host's monotonic clock, named by the host's
+boot id so that a row left behind before a reboot counts as expired.
 
 The state row is how the web process learns what the sidecar last did — for
 ``GET /api/next-due`` and for anyone asking whether the sidecar is alive.
@@ -17,16 +22,27 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Column, Float, Integer, String, Table, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Float,
+    Integer,
+    String,
+    Table,
+    delete,
+    func,
+    or_,
+    select,
+)
 
-from ..storage import METADATA, Database, Instant
+from ..storage import METADATA, Database, Instant, upsert
 
 DEFAULT_NAME = "default"
 """The lease and state key of an app's sidecar; set another when two apps share a database."""
@@ -36,6 +52,7 @@ lease_table = Table(
     METADATA,
     Column("name", String(200), primary_key=True),
     Column("holder", String(200), nullable=False),
+    Column("clock", String(64), nullable=False),
     Column("expires_at", Float, nullable=False),
 )
 
@@ -51,58 +68,37 @@ state_table = Table(
     Column("last_error_at", Instant),
 )
 
+_DATABASE_CLOCK = "database"
+
 
 class Lease:
-    """A renewable, expiring claim on running passes, held by one process at a time.
+    """A renewable, expiring claim on running passes, held by one process at a time."""
 
-    ``wall`` is the clock the expiry is measured on; every process sharing the
-    database must agree on it, so it is the wall clock, not a monotonic one.
-    """
-
-    def __init__(
-        self,
-        db: Database,
-        name: str = DEFAULT_NAME,
-        ttl: float = 60.0,
-        *,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, db: Database, name: str = DEFAULT_NAME, ttl: float = 60.0) -> None:
         if ttl <= 0:
             raise ValueError("lease ttl must be positive")
         self.db = db
         self.name = name
         self.ttl = ttl
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._wall = wall
 
     def acquire(self) -> bool:
         """Take the lease if it is free or expired, or renew it if held; True when held."""
-        now = self._wall()
-        expires = now + self.ttl
-        try:
-            with self.db.write() as conn:
-                row = conn.execute(
-                    select(lease_table.c.holder, lease_table.c.expires_at)
-                    .where(lease_table.c.name == self.name)
-                    .with_for_update()
-                ).first()
-                if row is None:
-                    conn.execute(
-                        insert(lease_table).values(
-                            name=self.name, holder=self.holder, expires_at=expires
-                        )
-                    )
-                    return True
-                if row.holder != self.holder and row.expires_at > now:
-                    return False
-                conn.execute(
-                    update(lease_table)
-                    .where(lease_table.c.name == self.name)
-                    .values(holder=self.holder, expires_at=expires)
-                )
-                return True
-        except IntegrityError:
-            return False  # another process inserted the row first (PostgreSQL)
+        clock, now = self._clock()
+        c = lease_table.c
+        with self.db.write() as conn:
+            return upsert(
+                conn,
+                lease_table,
+                {
+                    "name": self.name,
+                    "holder": self.holder,
+                    "clock": clock,
+                    "expires_at": now + self.ttl,
+                },
+                key=["name"],
+                where=or_(c.holder == self.holder, c.clock != clock, c.expires_at <= now),
+            )
 
     def release(self) -> None:
         """Give the lease up, so a standby can take over without waiting out the ttl."""
@@ -112,6 +108,23 @@ class Lease:
                     lease_table.c.name == self.name, lease_table.c.holder == self.holder
                 )
             )
+
+    def _clock(self) -> tuple[str, Any]:
+        """The name of the clock expiry is measured on, and its reading (a SQL expression
+        on PostgreSQL, read by the server as the statement runs)."""
+        if self.db.is_sqlite:
+            return f"boot:{_boot_id()}", self.db.clock.monotonic()
+        now: ColumnElement[Any] = func.extract("epoch", func.clock_timestamp())
+        return _DATABASE_CLOCK, now
+
+
+@cache
+def _boot_id() -> str:
+    """This boot of this host; the process start on a system that does not say."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -144,11 +157,7 @@ def record_pass(
         "last_ok_at" if ok else "last_error_at": started_at,
     }
     with db.write() as conn:
-        changed = conn.execute(
-            update(state_table).where(state_table.c.name == name).values(**values)
-        ).rowcount
-        if not changed:
-            conn.execute(insert(state_table).values(name=name, **values))
+        upsert(conn, state_table, {"name": name, **values}, key=["name"])
 
 
 def read_state(db: Database, name: str = DEFAULT_NAME) -> SidecarState | None:

@@ -6,11 +6,12 @@ pass on a long-lived event loop in a worker thread). So a pass that blocks,
 hangs or ignores cancellation cannot delay the reaction to SIGTERM, and after
 the shutdown grace the loop can walk away from it.
 
-Time: "is it due?" is asked of the wall clock (a due instant is a wall-clock
-fact); how long to sleep is measured on the monotonic clock, in chunks of at
-most a minute, so a clock step or a suspend never oversleeps by more than one
-chunk. Both clocks and the sleeper are injectable, which is how the schedule
-is tested to the second without waiting for it.
+What follows a pass is decided by `rastrillo.sidecar.planner`; this module
+runs the plan. Sleeps are taken in chunks of at most a minute, the clocks
+read again after each, so a clock step or a suspend never oversleeps by more
+than one chunk. The clock (the database's, unless given) and the sleeper are
+injected, which is how the schedule is tested to the second without waiting
+for it.
 """
 
 from __future__ import annotations
@@ -23,32 +24,23 @@ import math
 import random
 import signal
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 
-from ..clock import SYSTEM_CLOCK, Clock, InstantError, as_instant
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConfigError
+from ..storage import Database, DatabaseUnavailable
 from .lease import DEFAULT_NAME, Lease, record_pass
-
-if TYPE_CHECKING:
-    from ..storage import Database
+from .planner import BACKOFF_CAP, POLL_FLOOR, Streaks, Wake, plan_next
 
 logger = logging.getLogger("rastrillo.sidecar")
 
-POLL_FLOOR = 60.0
-"""Seconds to wait after a pass that reports nothing scheduled."""
-BACKOFF_INITIAL = 1.0
-BACKOFF_CAP = 300.0
-MIN_PASS_GAP = 0.1
-"""Seconds between pass starts at the least: at most 10 passes a second, whatever a pass returns."""
 MAX_CHUNK = 60.0
 """The longest single sleep before the wall clock is consulted again."""
 SHUTDOWN_GRACE = 15.0
-"""How long a pass that was asked to stop may take before it is abandoned."""
-PAST_DUE_WARN_STREAK = 10
+"""How long a pass that was asked to stop may take before it is abandoned, by default."""
 
 EXIT_ABANDONED = 1
 
@@ -87,38 +79,10 @@ async def event_sleep(seconds: float, wake: asyncio.Event) -> None:
         await asyncio.wait_for(wake.wait(), seconds)
 
 
-class PassResultError(TypeError):
-    """A pass returned something other than an aware datetime or None."""
-
-
-def interpret(result: object, source: str = "the sidecar pass") -> datetime | None:
-    """The next due instant in UTC, or None; a `PassResultError` for anything else."""
-    if result is None:
-        return None
-    try:
-        return as_instant(result, f"{source} returned")
-    except InstantError as exc:
-        raise PassResultError(str(exc)) from None
-
-
-def backoff(failures: int) -> float:
-    """The wait after the given number of consecutive failures: 1, 2, 4 … 256, 300, 300 s."""
-    return min(BACKOFF_INITIAL * 2 ** min(failures - 1, 16), BACKOFF_CAP)
-
-
-def equal_jitter(wait: float, rng: random.Random) -> float:
-    """A wait in [wait/2, wait]: spreads retries without the near-zero waits of full jitter."""
-    return wait / 2 + rng.uniform(0, wait / 2)
-
-
 def is_async_callable(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
     )
-
-
-def _utc(instant: datetime | None) -> str:
-    return instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if instant is not None else "none"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,6 +217,7 @@ class SidecarLoop:
         self.passes = 0
         self._renew_every = lease.ttl / 3 if lease else MAX_CHUNK
         self._renewed_at = -math.inf
+        self._lease_error: Exception | None = None
         self._signum: int | None = None
         self._stop: asyncio.Event
         self._force: asyncio.Event
@@ -301,13 +266,12 @@ class SidecarLoop:
         return code
 
     async def _loop(self) -> int:
-        failures = 0
-        past_due_streak = 0
+        streaks = Streaks()
         scheduled_for = self.clock.now()
         while not self._stop.is_set():
             if self.lease is not None and not await self._hold_lease():
                 return 0
-            started_mono = self.clock.monotonic()
+            started = self.clock.monotonic()
             ctx = PassContext(
                 stopping=threading.Event(),
                 started_at=self.clock.now(),
@@ -317,21 +281,21 @@ class SidecarLoop:
                 db=self.db,
             )
             self.passes += 1
-            outcome = await self._run_pass(ctx)
-            duration_ms = (self.clock.monotonic() - started_mono) * 1000
+            unavailable = await self._database_unavailable()
+            outcome = _Outcome(error=unavailable) if unavailable else await self._run_pass(ctx)
+            duration_ms = (self.clock.monotonic() - started) * 1000
             if outcome.abandoned or outcome.forced:
                 logger.error(
                     "sidecar pass pass_id=%d outcome=abandoned duration_ms=%.0f: it did not stop "
-                    "within %.0f s of being asked",
+                    "within %g s of being asked",
                     ctx.pass_id,
                     duration_ms,
                     self.shutdown_grace,
                 )
                 return EXIT_ABANDONED if outcome.abandoned else 128 + (self._signum or 15)
-            error = outcome.error
-            if isinstance(error, KeyboardInterrupt | SystemExit):
-                raise error
-            if ctx.stopping.is_set() and error is not None:
+            if isinstance(outcome.error, KeyboardInterrupt | SystemExit):
+                raise outcome.error
+            if ctx.stopping.is_set() and outcome.error is not None:
                 logger.info(
                     "sidecar pass pass_id=%d outcome=cancelled duration_ms=%.0f next_due=unchanged "
                     "sleep_s=0",
@@ -339,89 +303,48 @@ class SidecarLoop:
                     duration_ms,
                 )
                 continue
-            due: datetime | None = None
-            if error is None:
-                try:
-                    due = interpret(outcome.result)
-                except PassResultError as exc:
-                    error = exc
-            now = self.clock.now()
-            mono_deadline: float | None = None
-            if error is not None:
-                failures += 1
-                past_due_streak = 0
-                wait = backoff(failures)
-                if self.jitter:
-                    wait = equal_jitter(wait, self.rng)
-                target = now + timedelta(seconds=wait)
-                mono_deadline = self.clock.monotonic() + wait
-                recorded = target
-            else:
-                failures = 0
-                if due is None:
-                    target = now + timedelta(seconds=POLL_FLOOR)
-                    mono_deadline = self.clock.monotonic() + POLL_FLOOR
-                    past_due_streak = 0
-                else:
-                    target = due
-                    past_due_streak = past_due_streak + 1 if due <= now else 0
-                    if past_due_streak == PAST_DUE_WARN_STREAK:
-                        logger.warning(
-                            "sidecar: the pass keeps returning an instant already past; "
-                            "re-running at most %d times a second",
-                            round(1 / MIN_PASS_GAP),
-                        )
-                recorded = due
-            not_before = started_mono + MIN_PASS_GAP
-            sleep_s = self._remaining(target, mono_deadline, not_before)
-            if error is not None:
-                logger.error(
-                    "sidecar pass pass_id=%d outcome=error duration_ms=%.0f next_due=%s "
-                    "sleep_s=%.3f consecutive_failures=%d retry_in_s=%.3f error=%s: %s",
-                    ctx.pass_id,
-                    duration_ms,
-                    _utc(recorded),
-                    sleep_s,
-                    failures,
-                    sleep_s,
-                    type(error).__name__,
-                    error,
-                    exc_info=error,
-                )
-            else:
-                logger.info(
-                    "sidecar pass pass_id=%d outcome=ok duration_ms=%.0f next_due=%s sleep_s=%.3f",
-                    ctx.pass_id,
-                    duration_ms,
-                    _utc(recorded),
-                    sleep_s,
-                )
-            await self._record(ctx, error is None, failures, recorded)
-            if await self._sleep_until(target, mono_deadline, not_before):
+            plan = plan_next(
+                result=outcome.result,
+                error=outcome.error,
+                streaks=streaks,
+                now=self.clock.now(),
+                monotonic=self.clock.monotonic(),
+                started_monotonic=started,
+                pass_id=ctx.pass_id,
+                duration_ms=duration_ms,
+                jitter=self.rng if self.jitter else None,
+            )
+            streaks = plan.streaks
+            if plan.warning is not None:
+                logger.warning(plan.warning)
+            logger.log(plan.log_level, plan.log_line, exc_info=plan.error)
+            if unavailable is None:
+                await self._record(ctx, plan.ok, streaks.failures, plan.next_due)
+            if await self._sleep_until(plan.wake):
                 return 0
-            scheduled_for = target
+            scheduled_for = plan.wake.at
         return 0
 
-    def _remaining(self, target: datetime, mono_deadline: float | None, not_before: float) -> float:
-        mono = self.clock.monotonic()
-        remaining = (target - self.clock.now()).total_seconds()
-        if mono_deadline is not None:
-            remaining = min(remaining, mono_deadline - mono)
-        return max(remaining, not_before - mono, 0.0)
-
-    async def _sleep_until(
-        self, target: datetime, mono_deadline: float | None, not_before: float
-    ) -> bool:
-        """Sleep until ``target`` on the wall clock (or ``mono_deadline``), never before
-        ``not_before``; True when stopped instead."""
+    async def _sleep_until(self, wake: Wake) -> bool:
+        """Sleep until the plan's wake-up; True when stopped instead."""
         while not self._stop.is_set():
-            remaining = self._remaining(target, mono_deadline, not_before)
+            remaining = wake.remaining(self.clock.now(), self.clock.monotonic())
             if remaining <= 0:
                 return False
             await self.sleeper(min(remaining, MAX_CHUNK, self._renew_every), self._stop)
             if self.lease is not None and not self._stop.is_set() and not await self._keep_lease():
                 return False  # the lease is gone: back to standby before the next pass
         return True
+
+    async def _database_unavailable(self) -> DatabaseUnavailable | None:
+        """Why the database cannot serve a pass (its file deleted, say), or None."""
+        if self.db is None:
+            return None
+        try:
+            await in_thread(self.db.check)
+        except DatabaseUnavailable as exc:
+            return exc
+        return None
 
     async def _run_pass(self, ctx: PassContext) -> _Outcome:
         loop = asyncio.get_running_loop()
@@ -444,7 +367,7 @@ class SidecarLoop:
                 asked_at = self._ask_to_stop(ctx, cancel)
             timeout = self._renew_every if self.lease is not None else None
             if asked_at is not None:
-                left = asked_at + self.shutdown_grace - time.monotonic()
+                left = asked_at + self.shutdown_grace - self.clock.monotonic()
                 if left <= 0:
                     return _Outcome(abandoned=True)
                 timeout = min(timeout, left) if timeout is not None else left
@@ -467,22 +390,33 @@ class SidecarLoop:
                 logger.error("sidecar: lease lost during a pass; asking the pass to stop")
                 asked_at = self._ask_to_stop(ctx, cancel)
 
-    @staticmethod
-    def _ask_to_stop(ctx: PassContext, cancel: Callable[[], object] | None) -> float:
+    def _ask_to_stop(self, ctx: PassContext, cancel: Callable[[], object] | None) -> float:
         ctx.stopping.set()
         if cancel is not None:
             cancel()
-        return time.monotonic()
+        return self.clock.monotonic()
 
     async def _hold_lease(self) -> bool:
         """Wait as a quiet standby until the lease is ours; False when stopped first."""
         standby_logged = False
+        error_logged: str | None = None
         while not self._stop.is_set():
             if await self._keep_lease():
-                if standby_logged:
+                if standby_logged or error_logged:
                     logger.info("sidecar: lease acquired; leaving standby")
                 return True
-            if not standby_logged:
+            if self._lease_error is not None:
+                # Not another process: this one cannot take the lease at all. Say why,
+                # once per distinct error, and keep trying.
+                error = f"{type(self._lease_error).__name__}: {self._lease_error}"
+                if error != error_logged:
+                    logger.error(
+                        "sidecar: cannot take the lease (%s); retrying every %.1f s",
+                        error,
+                        self._standby_every,
+                    )
+                    error_logged = error
+            elif not standby_logged:
                 logger.info(
                     "sidecar: standby, another process holds the lease; checking every %.1f s",
                     self._standby_every,
@@ -502,7 +436,7 @@ class SidecarLoop:
         have passed without a renewal, well before a standby may take over.
         """
         assert self.lease is not None
-        since = time.monotonic() - self._renewed_at
+        since = self.clock.monotonic() - self._renewed_at
         if since < self._renew_every:
             return True
         acquiring = in_thread(self.lease.acquire)
@@ -516,10 +450,15 @@ class SidecarLoop:
         try:
             held = acquiring.result()
         except Exception as exc:
+            self._lease_error = exc
             held = since < self.lease.ttl * 2 / 3
-            logger.warning("sidecar: lease renewal failed (%s); held=%s", type(exc).__name__, held)
+            if math.isfinite(since):  # renewing a lease held, not taking one
+                logger.warning(
+                    "sidecar: lease renewal failed (%s: %s); held=%s", type(exc).__name__, exc, held
+                )
             return held
-        self._renewed_at = time.monotonic() if held else -math.inf
+        self._lease_error = None
+        self._renewed_at = self.clock.monotonic() if held else -math.inf
         return held
 
     async def _record(
@@ -539,14 +478,18 @@ class SidecarLoop:
                 )
             )
         except Exception as exc:
-            logger.warning("sidecar: could not record the pass state (%s)", type(exc).__name__)
+            logger.error(
+                "sidecar: could not record the pass state (%s: %s)", type(exc).__name__, exc
+            )
 
     async def _release(self) -> None:
         assert self.lease is not None
         try:
             await asyncio.wait_for(in_thread(self.lease.release), 1.0)
         except Exception as exc:
-            logger.warning("sidecar: could not release the lease (%s)", type(exc).__name__)
+            logger.warning(
+                "sidecar: could not release the lease (%s: %s)", type(exc).__name__, exc
+            )
 
 
 def _set_once(future: asyncio.Future[_Outcome], outcome: _Outcome) -> None:

@@ -22,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .lease import recorded_next_due
-from .loop import as_sidecar, interpret, is_async_callable
+from .loop import as_sidecar, is_async_callable
+from .planner import interpret
 
 if TYPE_CHECKING:
     from ..app import Options

@@ -1,7 +1,8 @@
 """A tiny app whose sidecar the process tests start as ``python sidecar_app.py sidecar run``.
 
 ``SIDECAR_MODE`` picks the pass; ``SIDECAR_DIR`` is where it leaves marks for
-the test to read, and holds the database.
+the test to read, and holds the database. Marks are stamped with the host's
+monotonic clock, which all processes share and no clock step moves.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ MODE = os.environ["SIDECAR_MODE"]
 
 def mark(text: str) -> None:
     with open(HERE / f"marks-{os.getpid()}", "a") as f:
-        f.write(f"{text} {time.time():.6f}\n")
+        f.write(f"{text} {time.monotonic():.6f}\n")
 
 
 def idle(ctx: PassContext) -> None:
@@ -74,7 +75,11 @@ PASSES = {
 
 sidecar = None
 if MODE != "none":
-    sidecar = Sidecar(pass_fn=PASSES[MODE], lease_ttl=float(os.environ.get("SIDECAR_TTL", "60")))
+    sidecar = Sidecar(
+        pass_fn=PASSES[MODE],
+        lease_ttl=float(os.environ.get("SIDECAR_TTL", "60")),
+        shutdown_grace=float(os.environ.get("SIDECAR_GRACE", "15")),
+    )
 
 OPTIONS = rastrillo.Options(app_dir=HERE, db=str(HERE / "app.db"), sidecar=sidecar)
 

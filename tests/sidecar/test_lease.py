@@ -12,45 +12,61 @@ import pytest
 from rastrillo.sidecar import Lease, PassContext, SidecarLoop, read_state, recorded_next_due
 from rastrillo.sidecar.lease import record_pass
 from rastrillo.storage import Database
+from rastrillo.testing import ManualClock
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(str(tmp_path / "app.db"))
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def db(tmp_path: Path, clock: ManualClock) -> Database:
+    database = Database(str(tmp_path / "app.db"), clock=clock)
     database.open()
     return database
 
 
-class Wall:
-    def __init__(self) -> None:
-        self.t = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_one_holder_at_a_time_renewal_and_takeover_after_the_ttl(db: Database) -> None:
-    wall = Wall()
-    a, b = Lease(db, ttl=10, wall=wall), Lease(db, ttl=10, wall=wall)
+def test_one_holder_at_a_time_renewal_and_takeover_after_the_ttl(
+    db: Database, clock: ManualClock
+) -> None:
+    a, b = Lease(db, ttl=10), Lease(db, ttl=10)
     assert a.acquire()
     assert not b.acquire()
-    wall.t += 9
+    clock.advance(9)
     assert a.acquire()  # renewed: good for another 10 s
-    wall.t += 9
+    clock.advance(9)
     assert not b.acquire()
-    wall.t += 1.5
+    clock.advance(1.5)
     assert b.acquire()  # a stopped renewing: b takes over
     assert not a.acquire()  # and a learns it lost the lease
 
 
+def test_a_wall_clock_step_neither_ends_a_lease_early_nor_delays_takeover(
+    db: Database, clock: ManualClock
+) -> None:
+    a, b = Lease(db, ttl=10), Lease(db, ttl=10)
+    assert a.acquire()
+    clock.step(3600)  # the wall clock jumps an hour ahead
+    assert not b.acquire()
+    clock.step(-7200)  # and two hours back
+    clock.advance(10.5)
+    assert b.acquire()
+
+
 def test_release_hands_over_at_once_and_only_the_holder_can_release(db: Database) -> None:
-    wall = Wall()
-    a, b = Lease(db, ttl=60, wall=wall), Lease(db, ttl=60, wall=wall)
+    a, b = Lease(db, ttl=60), Lease(db, ttl=60)
     assert a.acquire()
     b.release()
     assert not b.acquire()
     a.release()
     assert b.acquire()
+
+
+def test_a_lease_left_before_a_reboot_is_expired(db: Database) -> None:
+    assert Lease(db, ttl=3600).acquire()
+    db.execute("UPDATE rastrillo_sidecar_lease SET clock = 'boot:an-earlier-boot'")
+    assert Lease(db, ttl=3600).acquire()
 
 
 def test_names_keep_two_apps_on_one_database_apart(db: Database) -> None:
@@ -77,14 +93,15 @@ def test_state_is_recorded_per_pass(db: Database) -> None:
     assert recorded_next_due(db) is None
 
 
-def test_the_loop_records_a_failure_with_the_retry_as_next_due(db: Database) -> None:
+def test_the_loop_records_a_failure_with_the_retry_as_next_due(
+    db: Database, clock: ManualClock
+) -> None:
     def failing(ctx: PassContext) -> None:
         raise RuntimeError("down")
 
     async def stop_at_once(seconds: float, wake: asyncio.Event) -> None:
         wake.set()
 
-    before = datetime.now(UTC)
     assert (
         asyncio.run(SidecarLoop(failing, db=db, sleeper=stop_at_once).run(handle_signals=False))
         == 0
@@ -92,22 +109,22 @@ def test_the_loop_records_a_failure_with_the_retry_as_next_due(db: Database) -> 
     state = read_state(db)
     assert state is not None
     assert (state.outcome, state.consecutive_failures) == ("error", 1)
-    assert state.next_due is not None
-    assert (
-        before + timedelta(seconds=1) <= state.next_due <= datetime.now(UTC) + timedelta(seconds=1)
-    )
+    assert state.next_due == clock.now() + timedelta(seconds=1)
 
 
 def test_a_holder_that_loses_the_lease_mid_pass_asks_the_pass_to_stop(
-    db: Database, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    thief = Lease(db, ttl=60, wall=lambda: time.time() + 1000)  # sees every lease expired
+    db = Database(str(tmp_path / "system-clock.db"))  # the loop renews on real time here
+    db.open()
+    thief = Lease(db, ttl=60)
     told_to_stop: list[bool] = []
 
     async def main() -> int:
         aio = asyncio.get_running_loop()
 
         def long_pass(ctx: PassContext) -> None:
+            db.execute("UPDATE rastrillo_sidecar_lease SET expires_at = 0")  # as if it lapsed
             thief.acquire()
             told_to_stop.append(ctx.stopping.wait(5))
             aio.call_soon_threadsafe(loop.request_stop)
@@ -118,3 +135,19 @@ def test_a_holder_that_loses_the_lease_mid_pass_asks_the_pass_to_stop(
     assert asyncio.run(main()) == 0
     assert told_to_stop == [True]
     assert "lease lost during a pass" in caplog.text
+
+
+def test_on_postgresql_expiry_goes_by_the_database_clock_not_a_hosts(pg_url: str) -> None:
+    here = Database(pg_url)
+    here.open()
+    skewed = Database(pg_url, clock=ManualClock(datetime(2100, 1, 1, tzinfo=UTC)))
+    a, b = Lease(here, ttl=0.5), Lease(skewed, ttl=0.5)
+    assert a.acquire()
+    assert not b.acquire()  # a host whose clock is a century ahead does not steal it
+    deadline = time.monotonic() + 10
+    while not b.acquire():  # it takes over once the ttl has passed on the server's clock
+        assert time.monotonic() < deadline, "the standby never took over"
+        time.sleep(0.05)
+    assert not a.acquire()
+    here.dispose()
+    skewed.dispose()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rastrillo.sidecar import PassContext, SidecarLoop
-from rastrillo.sidecar.loop import backoff, interpret
+from rastrillo.sidecar.planner import backoff, interpret
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

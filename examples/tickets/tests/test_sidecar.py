@@ -15,6 +15,7 @@ TOKEN = "tickets-platform-token"
 APP_DIR = Path(__file__).resolve().parent.parent
 release_expired_holds = load_options(APP_DIR).sidecar
 ticketing = importlib.import_module("ticketing")  # imported by app.py above
+sidecar_jobs = importlib.import_module("sidecar_jobs")
 
 
 def pass_context(db, at):
@@ -89,3 +90,40 @@ def test_next_due_reports_the_earliest_pending_hold_to_the_platform(tmp_path, mo
         "due": int(held_until.timestamp())
     }
     assert app.client.get("/api/next-due").status_code == 403
+
+
+def held_orders(db, count, expired_at):
+    """``count`` one-ticket holds on event 1 (its stock grown by as many), all run out at
+    ``expired_at``."""
+    with db.write() as conn:
+        conn.exec_driver_sql(
+            "UPDATE events SET tickets_total = tickets_total + ? WHERE id = 1", (count,)
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO orders (user_id, event_id, quantity, status, created_at, hold_expires_at)"
+            " VALUES (1, 1, 1, 'held', ?, ?)",
+            [(expired_at.isoformat(), expired_at.isoformat())] * count,
+        )
+
+
+def test_a_long_catch_up_works_in_batches_to_the_end(tmp_path):
+    db = TestApp(APP_DIR, tmp_path).db
+    now = datetime.now(UTC)
+    before = tickets_left(db, 1)
+    held_orders(db, 2 * sidecar_jobs.BATCH + 7, now - timedelta(minutes=1))
+    assert release_expired_holds(pass_context(db, now)) is None
+    assert tickets_left(db, 1) == before + 2 * sidecar_jobs.BATCH + 7
+    assert db.query_one("SELECT COUNT(*) AS n FROM orders WHERE status = 'held'").n == 0
+
+
+def test_a_catch_up_asked_to_stop_stops_and_leaves_the_rest_past_due(tmp_path):
+    db = TestApp(APP_DIR, tmp_path).db
+    now = datetime.now(UTC)
+    expired_at = now - timedelta(minutes=1)
+    held_orders(db, sidecar_jobs.BATCH + 1, expired_at)
+    ctx = pass_context(db, now)
+    ctx.stopping.set()
+    assert release_expired_holds(ctx) == expired_at  # the next pass carries on at once
+    assert db.query_one("SELECT COUNT(*) AS n FROM orders WHERE status = 'held'").n == (
+        sidecar_jobs.BATCH + 1
+    )
