@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .actor import Actor, Approval
 from .errors import ConfigError, GenerateError, RastrilloError
+from .limits import body_limit
 from .registry.declare import Access, Tool, ToolDef, ToolRead, ToolWrite
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "ToolRead",
     "ToolWrite",
     "__version__",
+    "body_limit",
     "handler",
     "run",
 ]

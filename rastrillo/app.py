@@ -3,7 +3,7 @@
 The request path, from the outside in:
 
 1. framework endpoints answered outside the app's middleware
-   (``/healthz``, ``/api/version``, ``/api/next-due``);
+   (``/healthz``, ``/readyz``, ``/api/version``, ``/api/next-due``);
 2. the framework's middleware (CSRF, then sessions);
 3. ``Options.wrap``, the app's one middleware seam;
 4. the router, which builds ``ctx`` and calls the action's ``handle``.
@@ -22,18 +22,23 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import sessions
+from . import limits, sessions
+from .availability import UnavailableMiddleware, readiness, retryable, unavailable
 from .clock import SYSTEM_CLOCK, Clock
-from .context import Context
+from .context import USER_SCOPE_KEY, Context
 from .csrf import CSRFMiddleware, canonical_origin
+from .drain import DEFAULT_DRAIN_TIMEOUT, Drain
 from .errors import ConfigError
 from .pages import console
 from .pages.approvals import approval_routes
@@ -100,6 +105,20 @@ class Options:
     clock: Clock = SYSTEM_CLOCK
     """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
     a test gives a settable one (``rastrillo.testing.ManualClock``)."""
+    header_timeout: float = limits.DEFAULT_LIMITS.header_timeout
+    """Seconds a client has to send a request's line and headers (10): a slow client
+    cannot hold a connection open without asking anything."""
+    body_timeout: float = limits.DEFAULT_LIMITS.body_timeout
+    """Seconds a client has to send a request's body once its headers arrived (60)."""
+    max_connections: int = limits.DEFAULT_LIMITS.max_connections
+    """Connections served at once (1,000); at the limit, the one that has waited longest
+    for its headers is closed to make room."""
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    """Seconds a stopping server lets requests finish before it refuses their first
+    write with 503 (10); see docs/app.md for the whole bound."""
+    max_body: int = limits.DEFAULT_MAX_BODY
+    """The largest request body read, in bytes (1 MiB): a bigger one is answered 413 before
+    it is read. An action that takes more says so with ``@rastrillo.body_limit(n)``."""
     security_headers: bool = False
     """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
     ``Referrer-Policy: same-origin``) on the app's own responses too, static files
@@ -131,6 +150,8 @@ class App:
             pool_size=options.db_pool_size,
             max_overflow=options.db_max_overflow,
         )
+        self.drain = Drain()
+        self.db.gate = self.drain
         self._started = False
         self._start_lock = threading.Lock()
         self.templates = Environment(
@@ -143,8 +164,8 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
-        if console.enabled(options):
-            framework_routes += console.console_routes(self)
+        if console.enabled(options.console):
+            framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
         self._static = _static_files(options.app_dir / "static")
@@ -161,16 +182,24 @@ class App:
             rate_limit=options.sign_in_rate_limit,
         )
         self._stack: ASGIApp = SecurityHeaders(
-            CSRFMiddleware(inner, self.origin),
+            UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
             app_pages=options.security_headers,
             exempt=(STATIC_PREFIX,),
         )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
+            "/readyz": _get_only(readiness(self.db)),
             "/api/version": _get_only(self._version),
         }
         if options.next_due is not None or options.sidecar is not None:
-            self._endpoints["/api/next-due"] = _get_only(next_due_endpoint(options, self.db))
+            self._endpoints["/api/next-due"] = _get_only(
+                next_due_endpoint(self.db, next_due=options.next_due, sidecar=options.sidecar)
+            )
+
+    @property
+    def approval_ttl(self) -> timedelta:
+        """How long an agent's proposed write waits for approval (``Options.approval_ttl``)."""
+        return self.options.approval_ttl
 
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""
@@ -187,7 +216,7 @@ class App:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        endpoint = self._endpoints.get(raw_path(scope)) if scope["type"] == "http" else None
         if endpoint is not None:
             response = await endpoint(Request(scope, receive))
             await response(scope, receive, send)
@@ -214,11 +243,10 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._static is not None and scope["path"].startswith(STATIC_PREFIX):
+        path = raw_path(scope)
+        if self._static is not None and path.startswith(STATIC_PREFIX):
             await self._static(scope, receive, send)
             return
-        raw = scope.get("raw_path")
-        path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
         found = self.router.match(scope["method"], path)
         if found is None:
             response: Response = PlainTextResponse("Not found", status_code=404)
@@ -227,30 +255,67 @@ class App:
                 "Method not allowed", status_code=405, headers={"Allow": ", ".join(found)}
             )
         else:
-            response = await self._call(found, Request(scope, receive))
+            response = await self._call(found, scope, receive)
         await response(scope, receive, send)
 
-    async def _call(self, match: Match, request: Request) -> Response:
-        form: dict[str, str] = {}
-        if request.method not in ("GET", "HEAD") and request.headers.get(
-            "content-type", ""
-        ).startswith(_FORM_TYPES):
-            parsed = await request.form()
-            form = {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
-        ctx = Context(self, request, match.params, form)
+    async def _call(self, match: Match, scope: Scope, receive: Receive) -> Response:
         route = match.route
+        max_body = limits.limit_of(route.handle, self.options.max_body)
+        if limits.declared_too_large(scope, max_body):
+            return _too_large(max_body)
+        request = Request(scope, limits.limited(receive, max_body))
         try:
-            if route.is_async:
-                response = await route.handle(ctx)
-            else:
-                response = await run_in_threadpool(route.handle, ctx)
-        except Exception:
+            form = await _read_form(request, route, max_body)
+        except limits.BodyTooLarge:
+            return _too_large(max_body)
+        except (MultiPartException, HTTPException) as exc:
+            return PlainTextResponse(f"Bad form: {_detail(exc)}", status_code=400)
+        except ClientDisconnect:  # nobody is left to read an answer
+            return Response(status_code=400)
+        ctx = Context(self, request, match.params, form)
+        try:
+            with self.drain.request():
+                if route.is_async:
+                    response = await route.handle(ctx)
+                else:
+                    response = await run_in_threadpool(route.handle, ctx)
+        except limits.BodyTooLarge:
+            return _too_large(max_body)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        except Exception as exc:
+            if retryable(exc):
+                return unavailable(exc)
             log.exception("%s %s (%s) raised", route.method, route.path, route.source)
             return PlainTextResponse("Internal Server Error", status_code=500)
         if not isinstance(response, Response):
             log.error("%s: handle returned %r, not a Response", route.source, type(response))
             return PlainTextResponse("Internal Server Error", status_code=500)
         return response
+
+
+async def _read_form(request: Request, route: Route, max_body: int) -> dict[str, str]:
+    """The form fields of a form POST; none (and no byte read) when ``handle`` needs a
+    session the request does not have, for it will refuse without looking. One field may
+    fill the whole body; the parser keeps its limits of 1,000 fields and 1,000 files."""
+    if request.method in ("GET", "HEAD") or not request.headers.get(
+        "content-type", ""
+    ).startswith(_FORM_TYPES):
+        return {}
+    if sessions.requires_session(route.handle) and request.scope.get(USER_SCOPE_KEY) is None:
+        return {}
+    parsed = await request.form(max_part_size=max_body)
+    return {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
+
+
+def _too_large(max_body: int) -> Response:
+    return PlainTextResponse(
+        f"Request body too large: at most {max_body} bytes here.", status_code=413
+    )
+
+
+def _detail(exc: MultiPartException | HTTPException) -> str:
+    return exc.message if isinstance(exc, MultiPartException) else str(exc.detail)
 
 
 def handler(options: Options) -> App:
@@ -280,13 +345,28 @@ async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+def raw_path(scope: Scope) -> str:
+    """The request's path as sent, still percent-encoded: what every route matches on, so
+    an encoded slash stays inside one segment."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
+
+
 def _static_files(directory: Path) -> ASGIApp | None:
     if not directory.is_dir():
         return None
     files = StaticFiles(directory=directory)
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-        scope = dict(scope, path=scope["path"][len("/static") :], root_path="")
-        await files(scope, receive, send)
+        segments = raw_path(scope)[len(STATIC_PREFIX) :].split("/")
+        path = "/".join(unquote(s) for s in segments)
+        if path.count("/") != len(segments) - 1:  # an encoded slash names no file
+            response: Response = PlainTextResponse("Not found", status_code=404)
+        else:
+            try:
+                response = await files.get_response(path, scope)
+            except HTTPException as exc:  # a missing file or a POST: the client's mistake
+                response = PlainTextResponse(exc.detail, exc.status_code, headers=exc.headers)
+        await response(scope, receive, send)
 
     return serve

@@ -3,11 +3,47 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+REPEAT_WINDOW = 60.0
+"""A message repeated within this many seconds is counted, not written again."""
+
+
+class RepeatFilter(logging.Filter):
+    """Write a repeated warning or error (same logger, level, message template and error
+    type) once per window, and with the next one say how many were held back: a fault
+    repeated on every request, or every accept, must not fill the disk."""
+
+    def __init__(self, window: float = REPEAT_WINDOW, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.window = window
+        self.clock = clock
+        self._seen: dict[tuple[object, ...], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        error = record.exc_info[0] if record.exc_info else None
+        key = (record.name, record.levelno, record.msg, error)
+        now = self.clock()
+        last, held = self._seen.get(key, (float("-inf"), 0))
+        if now - last < self.window:
+            self._seen[key] = (last, held + 1)
+            return False
+        if len(self._seen) > 1000:
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like this in the last {self.window:.0f} s)"
+        return True
 
 
 def configure_logging() -> None:
-    """INFO logs to stderr with time and logger name, unless the app configured logging."""
+    """INFO logs to stderr with time and logger name, repeats held back, unless the app
+    configured logging."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format=FORMAT)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(RepeatFilter())

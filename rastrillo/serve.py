@@ -1,36 +1,48 @@
 """`rastrillo.run(options, argv)`: serve the app with uvicorn, or run its sidecar.
 
 argv ``[]``, ``["serve"]`` or the flags ``--addr HOST:PORT``, ``--socket PATH``,
-``--db PATH`` and ``--workers N`` serve; exactly ``["sidecar", "run"]`` runs the sidecar;
-anything else is a usage error (exit 2).
+``--db PATH`` and ``--workers N`` serve; ``["sidecar", "run"]``, optionally with ``--db PATH``,
+runs the sidecar; anything else is a usage error (exit 2). The database is
+``--db``, else ``RASTRILLO_DB``, else ``Options.db``, for serving, the sidecar
+and the command line alike (:func:`select_database`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
+import logging
+import os
 import re
 import signal
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from .app import DEFAULT_ADDR, App, Options
+from .connections import BACKLOG, fit_open_files, protocol_class
 from .errors import RastrilloError
+from .limits import Limits
 from .logs import configure_logging
-from .storage import database_url
+from .storage import Database, database_url
 from .workers import listen, supervise
+
+log = logging.getLogger("rastrillo.serve")
 
 USAGE = """\
 usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH] [--workers N]
-       python app.py sidecar run
+       python app.py sidecar run [--db PATH]
 """
 
-DRAIN_SECONDS = 10
+DB_ENV = "RASTRILLO_DB"
+"""The database for every process of an app (a SQLite path or a URL), set once by a platform."""
 
 
 @dataclass(frozen=True)
@@ -42,28 +54,46 @@ class ServeArgs:
     workers: int = 1
 
 
+@dataclass(frozen=True)
+class SidecarArgs:
+    db: str | None
+
+
 class UsageError(RastrilloError):
     """The command line is not one ``run`` understands."""
 
 
-def parse_argv(argv: Sequence[str]) -> ServeArgs | None:
-    """Parsed serve flags, or None for exactly ``sidecar run``; raises UsageError."""
+def parse_argv(argv: Sequence[str]) -> ServeArgs | SidecarArgs:
+    """Parsed serve or ``sidecar run`` flags; raises UsageError."""
     args = list(argv)
-    if args == ["sidecar", "run"]:
-        return None
+    parser = _Parser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--db", default=None)
+    if args[:2] == ["sidecar", "run"]:
+        return SidecarArgs(parser.parse_args(args[2:]).db)
     if args[:1] == ["serve"]:
         args = args[1:]
-    parser = _Parser(add_help=False, allow_abbrev=False)
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--addr", default=None)
     target.add_argument("--socket", default=None)
-    parser.add_argument("--db", default=None)
     parser.add_argument("--workers", default="1")
     ns = parser.parse_args(args)
     host, port = split_addr(ns.addr or DEFAULT_ADDR)
     if not re.fullmatch(r"[1-9][0-9]{0,2}", ns.workers):
         raise UsageError(f"--workers wants a number of processes from 1 to 999, got {ns.workers!r}")
     return ServeArgs(host, port, ns.socket, ns.db, int(ns.workers))
+
+
+def select_database(options: Options, flag: str | None) -> Options:
+    """``options`` on the database ``--db`` names, else ``RASTRILLO_DB``, else its own.
+
+    A path given on the command line or in the environment is relative to the
+    working directory, as a shell user expects; ``Options.db`` is relative to
+    the app folder.
+    """
+    chosen = flag if flag is not None else os.environ.get(DB_ENV) or None
+    if chosen is None:
+        return options
+    return dataclasses.replace(options, db=database_url(chosen, Path.cwd()))
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -89,10 +119,12 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n{USAGE}")
         return 2
     try:
-        if parsed is None:
+        if isinstance(parsed, SidecarArgs):
             from .sidecar import run_sidecar
 
-            return run_sidecar(options)
+            options = select_database(options, parsed.db)
+            db = Database(options.database_url(), clock=options.clock)
+            return run_sidecar(options.sidecar, db, options.app_dir / "migrations")
         return serve(options, parsed)
     except RastrilloError as exc:
         sys.stderr.write(f"error: {exc}\n")
@@ -102,25 +134,16 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
 def serve(options: Options, args: ServeArgs) -> int:
     """Serve with uvicorn until SIGTERM or SIGINT, letting requests in flight finish."""
     configure_logging()
-    changes: dict[str, object] = {}
-    if args.db is not None:  # a path on the command line is relative to where it was typed
-        changes["db"] = database_url(args.db, Path.cwd())
+    options = select_database(options, args.db)
     if options.origin is None and args.socket is None:
-        changes["origin"] = options.resolved_origin(_origin_addr(args.host, args.port))
-    app = App(dataclasses.replace(options, **changes)).start()
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        uds=args.socket,
-        lifespan="off",
-        timeout_graceful_shutdown=DRAIN_SECONDS,
-        log_config=None,
-        server_header=False,
-    )
+        options = dataclasses.replace(
+            options, origin=options.resolved_origin(_origin_addr(args.host, args.port))
+        )
+    app = App(options).start()
+    config = server_config(app, host=args.host, port=args.port, uds=args.socket)
     if args.workers == 1:
         with _signals_end_quietly():
-            uvicorn.Server(config).run()
+            DrainingServer(config).run()
         app.db.dispose()
         return 0
     app.db.dispose()  # each worker opens connections of its own, never the parent's
@@ -128,13 +151,52 @@ def serve(options: Options, args: ServeArgs) -> int:
 
     def serve_one() -> None:
         with _signals_end_quietly():
-            uvicorn.Server(config).run(sockets=[sock])
+            DrainingServer(config).run(sockets=[sock])
 
     try:
-        return supervise(args.workers, sock, serve_one, grace=DRAIN_SECONDS + 5)
+        return supervise(args.workers, sock, serve_one)
     finally:
         if args.socket is not None:
             Path(args.socket).unlink(missing_ok=True)
+
+
+def server_config(app: App, **listen: Any) -> uvicorn.Config:
+    """Uvicorn's config for ``app``: its connection limits and timeouts, no lifespan."""
+    options = app.options
+    limits = Limits(
+        header_timeout=options.header_timeout,
+        body_timeout=options.body_timeout,
+        max_connections=fit_open_files(options.max_connections),
+    )
+    return uvicorn.Config(
+        app,
+        **listen,
+        http=protocol_class(limits),
+        backlog=BACKLOG,
+        lifespan="off",
+        timeout_graceful_shutdown=None,  # never abandon a request: see rastrillo/drain.py
+        log_config=None,
+        server_header=False,
+    )
+
+
+class DrainingServer(uvicorn.Server):
+    """Uvicorn's server that, once stopping has taken ``drain_timeout``, has the app refuse
+    the first write of every request still running (``Drain.close``)."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        app = self.config.app
+        assert isinstance(app, App)
+        timer = asyncio.get_running_loop().call_later(app.options.drain_timeout, _close, app)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            timer.cancel()
+
+
+def _close(app: App) -> None:
+    log.info("still draining after %.0f s: refusing new writes", app.options.drain_timeout)
+    app.drain.close()
 
 
 def _origin_addr(host: str, port: int) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlparse
 from sqlalchemy import (
@@ -50,7 +50,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
 from .errors import ConfigError, RastrilloError
@@ -112,6 +113,40 @@ def database_url(db: str, base: Path | None = None) -> str:
     return f"sqlite:///{(base / db).resolve() if base is not None else db}"
 
 
+class WriteGate(Protocol):
+    def before_write(self) -> None: ...
+
+    def committed(self) -> None: ...
+
+
+_SQLITE_UNAVAILABLE = frozenset({5, 6, 10, 13, 14})
+"""BUSY, LOCKED (a lock wait ran out), IOERR, FULL, CANTOPEN (the file is unreachable)."""
+_POSTGRES_UNAVAILABLE_CLASSES = ("08", "53", "57")
+"""Connection exception, insufficient resources, operator intervention (shutdown, cancel)."""
+_POSTGRES_UNAVAILABLE = frozenset({"55P03", "40001", "40P01"})
+"""Lock not available, serialization failure, deadlock: retrying may well succeed."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot serve now (unreachable, a lock wait ran
+    out, out of room) rather than that the code or the data is wrong: a 503, not a 500."""
+    if isinstance(exc, DatabaseUnavailable | SQLAlchemyTimeoutError):  # or no pooled connection
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _SQLITE_UNAVAILABLE
+    state = getattr(exc.orig, "sqlstate", None)
+    if state is None:  # no answer from the server at all: refused, reset, closed
+        return True
+    return state.startswith(_POSTGRES_UNAVAILABLE_CLASSES) or state in _POSTGRES_UNAVAILABLE
+
+
 class Database:
     """One database for an app: an engine plus the framework's conventions.
 
@@ -138,6 +173,9 @@ class Database:
         self._write_lock: threading.Lock | contextlib.nullcontext[None] = (
             threading.Lock() if self.is_sqlite else contextlib.nullcontext()
         )
+        self.gate: WriteGate | None = None
+        """Asked before each write transaction and told after each commit (the server's
+        drain, which refuses new writes while it stops)."""
         self._file: Path | None = None
         self._file_identity: tuple[int, int] | None = None
         if self.is_sqlite:
@@ -177,10 +215,15 @@ class Database:
         PostgreSQL they run concurrently under ``READ COMMITTED``.
         """
         self._check_file()
-        with self._write_lock, self.engine.connect() as conn:
-            conn = conn.execution_options(rastrillo_write=True)
-            with conn.begin():
-                yield conn
+        with self._write_lock:
+            if self.gate is not None:
+                self.gate.before_write()
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(rastrillo_write=True)
+                with conn.begin():
+                    yield conn
+            if self.gate is not None:
+                self.gate.committed()
 
     def check(self) -> None:
         """Raise `DatabaseUnavailable` when the database cannot serve this process.

@@ -6,7 +6,8 @@ in the parent before the fork (so migrations and ``setup`` run once), with its
 database pool emptied, so each worker opens connections of its own.
 
 The parent only supervises: SIGTERM or SIGINT is passed on to every worker,
-each drains its requests in flight, and the parent exits 0 once all have. A
+each drains its requests in flight as a single server would, and the parent
+exits 0 once all have. A
 worker that dies on its own is replaced; one that keeps dying (more
 replacements in a minute than there are workers) stops the whole server with
 exit code 1, so a supervisor above sees the failure instead of a crash loop.
@@ -48,11 +49,8 @@ def listen(host: str, port: int, uds: str | None) -> socket.socket:
     return sock
 
 
-def supervise(count: int, sock: socket.socket, serve_one: Callable[[], None], grace: float) -> int:
-    """Run ``serve_one`` in ``count`` forked workers until SIGTERM/SIGINT; the exit code.
-
-    A worker still running ``grace`` seconds after the stop signal is killed.
-    """
+def supervise(count: int, sock: socket.socket, serve_one: Callable[[], None]) -> int:
+    """Run ``serve_one`` in ``count`` forked workers until SIGTERM/SIGINT; the exit code."""
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     workers: set[int] = set()
     replaced: list[float] = []
@@ -72,11 +70,11 @@ def supervise(count: int, sock: socket.socket, serve_one: Callable[[], None], gr
                 if len(replaced) > count:
                     log.error("workers keep ending; stopping the server")
                     sock.close()
-                    _stop(workers, grace)
+                    _stop(workers)
                     return 1
                 workers.add(_fork(serve_one, lifeline))
         sock.close()  # nothing new queues for workers that are draining
-        _stop(workers, grace)
+        _stop(workers)
         return 0
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
@@ -107,19 +105,13 @@ def _stop_when_orphaned(read_end: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _stop(workers: set[int], grace: float) -> None:
+def _stop(workers: set[int]) -> None:
     for pid in workers:
         _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
     while workers:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        if signal.sigwait(_WATCHED) in _STOP:  # a second signal: the workers' own forced exit
             for pid in workers:
-                log.error("worker %d did not stop in %.0f s; killing it", pid, grace)
-                _signal(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            return
-        signal.sigtimedwait({signal.SIGCHLD}, left)
+                _signal(pid, signal.SIGINT)
         _reap(workers)
 
 

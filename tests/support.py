@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -77,7 +78,9 @@ class Server:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         log: Path | None = None,
+        open_files: int | None = None,
     ):
+        """``open_files`` sets the server's open-file limit, soft and hard."""
         self.base_url = base_url
         self.uds = uds
         self.log = log or app_dir / "server.log"
@@ -87,6 +90,7 @@ class Server:
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
         )
         self._wait_ready()
 
@@ -122,3 +126,7 @@ def until(condition: Callable[[], object], what: str, timeout: float = 15) -> ob
             return value
         time.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _limit_open_files(count: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))

@@ -77,7 +77,7 @@ def test_an_approved_write_runs_once_of_50_and_is_audited(pg_url, tmp_path):
                 session=session)
     with pytest.raises(ConfirmRequired) as info:
         asyncio.run(dispatch(f.app, f.defs, call))
-    consent.decide(f.app, "3", info.value.approval_id, True)
+    consent.decide(f.app.db, "3", info.value.approval_id, True)
     approved = Call(**{**call.__dict__, "approval": info.value.approval_id})
 
     def one(_: int) -> object:

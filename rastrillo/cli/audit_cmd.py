@@ -14,6 +14,7 @@ from typing import Any
 def add_audit_parser(sub: Any) -> None:
     p = sub.add_parser("audit", help="print the latest tool calls, newest first")
     p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.add_argument("--db", help="the database (default: $RASTRILLO_DB, else the app's own)")
     p.add_argument("--limit", default=20, type=int, metavar="N", help="how many rows (20)")
     p.add_argument("--user", help="only calls made for this user")
     p.set_defaults(func=_audit)
@@ -21,10 +22,11 @@ def add_audit_parser(sub: Any) -> None:
 
 def _audit(args: argparse.Namespace) -> int:
     from ..loader import load_options
+    from ..serve import select_database
     from ..storage import Database
     from ..tools.audit import latest
 
-    url = load_options(args.app).database_url()
+    url = select_database(load_options(args.app), args.db).database_url()
     rows = []
     if _may_exist(url):
         db = Database(url)

@@ -27,6 +27,7 @@ def add_call_parser(tsub: Any) -> None:
     p.add_argument("--user", required=True, help="the id of the user the agent acts for")
     p.add_argument("--approval", metavar="ID", help="the approval id of an approved write")
     p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    p.add_argument("--db", help="the database (default: $RASTRILLO_DB, else the app's own)")
     p.set_defaults(func=_call)
 
 
@@ -34,11 +35,12 @@ def _call(args: argparse.Namespace) -> int:
     from ..actor import Actor
     from ..app import handler
     from ..loader import load_options
+    from ..serve import select_database
     from ..sessions.store import create_session, delete_session
     from ..tools import Call, ConfirmRequired, dispatch_sync
     from ..tools.audit import flush
 
-    options = load_options(args.app)
+    options = select_database(load_options(args.app), args.db)
     app = handler(options)
     call_args = _parse_args(args.args)
     session = create_session(app.db, args.user)
@@ -81,4 +83,6 @@ def _parse_args(pairs: list[str]) -> dict[str, str]:
 
 def _argv_of(args: argparse.Namespace) -> list[str]:
     argv = [args.tool, *args.args, "--as", args.agent, "--user", args.user]
-    return argv if args.app == Path(".") else [*argv, "--app", str(args.app)]
+    if args.app != Path("."):
+        argv += ["--app", str(args.app)]
+    return argv if args.db is None else [*argv, "--db", args.db]

@@ -16,24 +16,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from rastrillo.actor import Actor, describe
 from rastrillo.context import Context
+from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.errors import ConfirmRequired, ToolError
 from rastrillo.registry.schemas import FORMATS, schemas
 from rastrillo.routing import Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require
+from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
-from rastrillo.tools.dispatch import Call, Result, dispatch
-
-if TYPE_CHECKING:
-    from rastrillo.app import App, Options
+from rastrillo.tools.dispatch import Call, Result, Target, dispatch
 
 __all__ = ["CONSOLE_PATH", "console_routes", "enabled"]
 
@@ -47,9 +45,10 @@ _ARG = "arg."
 _SOURCE = "rastrillo/pages/console.py"
 
 
-def enabled(options: Options) -> bool:
-    """Whether the app serves the console: asked for, or running under ``rastrillo dev``."""
-    return options.console or os.environ.get(DEV_ENV) == "1"
+def enabled(asked: bool) -> bool:
+    """Whether the app serves the console: asked for (``Options.console``), or under
+    ``rastrillo dev``."""
+    return asked or os.environ.get(DEV_ENV) == "1"
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,9 @@ class Outcome:
     @property
     def approval_path(self) -> str | None:
         """The approval page's path (not the absolute URL, which names the configured origin)."""
-        return urlsplit(self.error.url).path if isinstance(self.error, ConfirmRequired) else None
+        if isinstance(self.error, ConfirmRequired):
+            return consent.approval_path(self.error.approval_id)
+        return None
 
     @property
     def body(self) -> str:
@@ -87,12 +88,13 @@ class Row:
     approval_state: str | None
 
 
-def console_routes(app: App) -> list[Route]:
-    """The console's routes, for the app's router (behind its CSRF and session middleware)."""
+def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
+    """The console's routes for ``app`` and its registry ``tools``, for the app's router
+    (behind its CSRF and session middleware)."""
 
     @require
     def show(ctx: Context) -> Response:
-        return _page(app, ctx, ctx.query.get("format", FORMATS[0]), None)
+        return _page(app.db, tools, ctx, ctx.query.get("format", FORMATS[0]), None)
 
     @require
     async def run(ctx: Context) -> Response:
@@ -111,7 +113,7 @@ def console_routes(app: App) -> list[Route]:
             if proposed is None or proposed.user_id != ctx.user_id:
                 return ctx.not_found()
             tool, args = proposed.tool, proposed.args
-            agent = proposed.actor.removeprefix("agent:")
+            agent = proposed.agent or DEFAULT_AGENT
         call = Call(
             tool=tool,
             args=args,
@@ -120,11 +122,12 @@ def console_routes(app: App) -> list[Route]:
             approval=approval_id,
         )
         try:
-            result = await dispatch(app, app.options.tools, call)
+            result = await dispatch(app, tools, call)
             outcome = Outcome(tool, agent, args, result=result)
         except ToolError as exc:
             outcome = Outcome(tool, agent, args, error=exc)
-        return await run_in_threadpool(_page, app, ctx, form.get("format", FORMATS[0]), outcome)
+        page_format = form.get("format", FORMATS[0])
+        return await run_in_threadpool(_page, app.db, tools, ctx, page_format, outcome)
 
     return [
         Route("GET", CONSOLE_PATH, _SOURCE, show),
@@ -132,8 +135,9 @@ def console_routes(app: App) -> list[Route]:
     ]
 
 
-def _page(app: App, ctx: Context, fmt: str, outcome: Outcome | None) -> Response:
-    defs = app.options.tools
+def _page(
+    db: Database, defs: Sequence[ToolDef], ctx: Context, fmt: str, outcome: Outcome | None
+) -> Response:
     try:
         rendered = schemas(defs, fmt)
     except ValueError as exc:
@@ -149,18 +153,18 @@ def _page(app: App, ctx: Context, fmt: str, outcome: Outcome | None) -> Response
         ],
         outcome=outcome,
         agent=outcome.agent if outcome else DEFAULT_AGENT,
-        rows=_rows(app, ctx.user_id),
+        rows=_rows(db, ctx.user_id),
         arg_prefix=_ARG,
     )
 
 
-def _rows(app: App, user_id: str | None) -> list[Row]:
+def _rows(db: Database, user_id: str | None) -> list[Row]:
     rows = []
-    now = app.db.clock.now()
-    for record in audit.latest(app.db, AUDIT_ROWS, user_id=user_id):
+    now = db.clock.now()
+    for record in audit.latest(db, AUDIT_ROWS, user_id=user_id):
         who = describe(record.actor, record.user_id, record.approved_by, record.approved_at)
         approval = None
-        if record.approval_id and (record.refusal or "").startswith(ConfirmRequired.__name__):
-            approval = consent.get(app.db, record.approval_id)
+        if record.approval_id and record.refusal_kind == ConfirmRequired.__name__:
+            approval = consent.get(db, record.approval_id)
         rows.append(Row(record, who, approval, approval and approval.state(now)))
     return rows

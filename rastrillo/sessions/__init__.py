@@ -4,7 +4,7 @@ A session is a row in the app's database, so signing out and revoking are
 real: the cookie of a deleted row is worth nothing. See docs/sessions.md.
 """
 
-from .guard import require, safe_next
+from .guard import require, requires_session, safe_next
 from .middleware import SESSION_SCOPE_KEY, SessionMiddleware, cookie_name, sign_in, sign_out
 from .passwords import check_password, hash_password, needs_rehash, verify_password
 from .store import DEFAULT_IDLE, DEFAULT_LIFETIME, create_session, revoke_user
@@ -23,6 +23,7 @@ __all__ = [
     "hash_password",
     "needs_rehash",
     "require",
+    "requires_session",
     "revoke_user",
     "safe_next",
     "sign_in",

@@ -15,6 +15,8 @@ from .middleware import request_session
 
 H = TypeVar("H", bound=Callable[[Context], Any])
 
+_REQUIRES_SESSION = "rastrillo_requires_session"
+
 
 def require(handle: H) -> H:
     """Guard ``handle``: without a valid session, a GET is sent to sign in (303) and
@@ -29,13 +31,21 @@ def require(handle: H) -> H:
         async def guarded_async(ctx: Context) -> Any:
             return _refusal(ctx) or await handle(ctx)
 
+        setattr(guarded_async, _REQUIRES_SESSION, True)
         return guarded_async  # type: ignore[return-value]
 
     @functools.wraps(handle)
     def guarded(ctx: Context) -> Any:
         return _refusal(ctx) or handle(ctx)
 
+    setattr(guarded, _REQUIRES_SESSION, True)
     return guarded  # type: ignore[return-value]
+
+
+def requires_session(handle: Callable[..., Any]) -> bool:
+    """Whether ``handle`` is guarded by :func:`require` (so the app need not read the body
+    of a request without a session: the guard refuses it unread)."""
+    return getattr(handle, _REQUIRES_SESSION, False) is True
 
 
 def safe_next(url: str | None, default: str = "/") -> str:

@@ -8,7 +8,9 @@ pass does what is due and returns when the next pass is due (an aware
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..errors import ConfigError
@@ -26,9 +28,6 @@ from .loop import (
 )
 from .nextdue import next_due_endpoint
 from .planner import BACKOFF_CAP, BACKOFF_INITIAL, MIN_PASS_GAP, POLL_FLOOR
-
-if TYPE_CHECKING:
-    from ..app import Options
 
 __all__ = [
     "BACKOFF_CAP",
@@ -53,19 +52,24 @@ __all__ = [
 ]
 
 
-def run_sidecar(options: Options) -> int:
-    """Run the app's sidecar until SIGTERM or SIGINT; returns the process exit code."""
-    sidecar = as_sidecar(options.sidecar)
+def run_sidecar(
+    sidecar_or_pass: Callable[..., Any] | Sidecar | None, db: Database, migrations: Path
+) -> int:
+    """Run the app's sidecar (``Options.sidecar``) until SIGTERM or SIGINT, on ``db``.
+
+    The database is opened (``migrations`` applied) first, and disposed at the
+    end. Returns the process exit code.
+    """
+    sidecar = as_sidecar(sidecar_or_pass)
     if sidecar is None:
         raise ConfigError(
             "`sidecar run` needs a sidecar, but Options.sidecar is not set; "
             "give Options a sidecar= pass function (see docs/sidecar.md)"
         )
     configure_logging()
-    db = Database(options.database_url(), clock=options.clock)
     try:
         with db.startup_lock():
-            db.open(options.app_dir / "migrations")
+            db.open(migrations)
         loop = SidecarLoop(
             sidecar.pass_fn,
             db=db,

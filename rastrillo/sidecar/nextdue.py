@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from ..errors import ConfigError
 from .lease import recorded_next_due
-from .loop import as_sidecar, is_async_callable
+from .loop import Sidecar, as_sidecar, is_async_callable
 from .planner import interpret
 
 if TYPE_CHECKING:
-    from ..app import Options
     from ..storage import Database
 
 TOKEN_ENV = "CARLOS_ADMIN_TOKEN"
@@ -58,14 +59,21 @@ def unix_seconds(instant: datetime | None) -> int:
     return 0 if instant is None else (instant - _EPOCH) // timedelta(seconds=1)
 
 
-def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint: ``Options.next_due`` when set, else the sidecar's recorded next due.
+def next_due_endpoint(
+    db: Database,
+    *,
+    next_due: Callable[[Database], Any] | None,
+    sidecar: Callable[..., Any] | Sidecar | None,
+) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint: ``next_due`` (``Options.next_due``) when set, else the sidecar's record.
 
     The app mounts it only when one of the two is configured, and only for GET
     and HEAD.
     """
-    provider = options.next_due
-    sidecar = as_sidecar(options.sidecar)
+    provider = next_due
+    if provider is not None:
+        _check_takes_the_database(provider)
+    sidecar = as_sidecar(sidecar)
 
     async def compute() -> datetime | None:
         if provider is None:
@@ -90,3 +98,14 @@ def next_due_endpoint(options: Options, db: Database) -> Callable[[Request], Awa
         return JSONResponse({"due": unix_seconds(due)}, headers=_NO_STORE)
 
     return endpoint
+
+
+def _check_takes_the_database(provider: Callable[..., Any]) -> None:
+    """Refuse, when the app is built, a ``next_due`` the first poll could not call."""
+    try:
+        inspect.signature(provider).bind(None)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            "Options.next_due takes one argument, the database, and returns an aware "
+            f"datetime or None (def next_due(db) -> datetime | None); {provider!r}: {exc}"
+        ) from None

@@ -46,12 +46,15 @@ audit_table = Table(
     Column("call_id", String(64), nullable=False),
     Column("tool", Text, nullable=False),
     Column("actor", Text, nullable=False),
+    Column("agent", String(64)),
     Column("user_id", String(255), index=True),
     Column("args", Text, nullable=False),
     Column("approval_id", String(64)),
+    Column("approval_path", Text),
     Column("approved_by", String(255)),
     Column("approved_at", Instant),
     Column("status", Integer),
+    Column("refusal_kind", String(64)),
     Column("refusal", Text),
     Column("duration_ms", Float, nullable=False),
 )
@@ -70,11 +73,17 @@ class AuditRecord:
     """``agent:<name>`` as given, even when the call was refused for it."""
     user_id: str | None
     args: dict[str, str]
+    agent: str | None = None
+    """The agent's name; None when the call was not made by a named agent."""
     approval_id: str | None = None
+    approval_path: str | None = None
+    """The approval page's path, for a write that waits for approval or ran under one."""
     approved_by: str | None = None
     approved_at: datetime | None = None
     status: int | None = None
     """The response status of a call that ran; None when refused."""
+    refusal_kind: str | None = None
+    """The refusal's class (``ConfirmRequired``, ``ApprovalInvalid``, …); None when it ran."""
     refusal: str | None = None
     """Why the call was refused (the error's class and message); None when it ran."""
     duration_ms: float = 0.0
@@ -107,6 +116,9 @@ def append(
     refusal: str | None,
     duration_ms: float,
     durable: bool = False,
+    agent: str | None = None,
+    approval_path: str | None = None,
+    refusal_kind: str | None = None,
 ) -> None:
     """Record one call; whatever it held is kept, non-strings as their ``repr``.
 
@@ -118,12 +130,15 @@ def append(
         call_id=call_id,
         tool=_text(tool),
         actor=_text(actor),
+        agent=agent,
         user_id=user_id,
         args=json.dumps(_printable(args), ensure_ascii=False),
         approval_id=approval_id,
+        approval_path=approval_path,
         approved_by=approval.approved_by if approval else None,
         approved_at=approval.approved_at if approval else None,
         status=status,
+        refusal_kind=refusal_kind,
         refusal=refusal,
         duration_ms=duration_ms,
     )
@@ -177,12 +192,15 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
         call_id=row["call_id"],
         tool=row["tool"],
         actor=row["actor"],
+        agent=row["agent"],
         user_id=row["user_id"],
         args=json.loads(row["args"]),
         approval_id=row["approval_id"],
+        approval_path=row["approval_path"],
         approved_by=row["approved_by"],
         approved_at=row["approved_at"],
         status=row["status"],
+        refusal_kind=row["refusal_kind"],
         refusal=row["refusal"],
         duration_ms=row["duration_ms"],
     )

@@ -29,13 +29,13 @@ from rastrillo.storage import METADATA, Database, Instant
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from rastrillo.app import App
     from rastrillo.context import Context
 
 __all__ = [
     "APPROVAL_PATH",
     "DEFAULT_TTL",
     "ApprovalRecord",
+    "approval_path",
     "decide",
     "digest",
     "get",
@@ -54,6 +54,7 @@ approvals_table = Table(
     Column("args", Text, nullable=False),
     Column("sentence", Text, nullable=False),
     Column("actor", String(128), nullable=False),
+    Column("agent", String(64)),
     Column("user_id", String(255), nullable=False, index=True),
     Column("digest", String(64), nullable=False),
     Column("status", String(16), nullable=False),
@@ -83,11 +84,13 @@ class ApprovalRecord:
     decided_by: str | None
     decided_at: datetime | None
     used_at: datetime | None
+    agent: str | None = None
+    """The name of the agent that proposed the call."""
 
     @property
     def url(self) -> str:
         """The approval page's path; prefix the app's origin for a link."""
-        return APPROVAL_PATH + self.id
+        return approval_path(self.id)
 
     def state(self, now: datetime) -> str:
         """``pending``, ``approved``, ``declined``, ``expired`` or ``used``, as of ``now``."""
@@ -96,6 +99,11 @@ class ApprovalRecord:
         if self.status != "declined" and now >= self.expires_at:
             return "expired"
         return self.status
+
+
+def approval_path(approval_id: str) -> str:
+    """The path of an approval's page (the app's origin makes it a link)."""
+    return APPROVAL_PATH + approval_id
 
 
 def digest(tool: str, args: Mapping[str, str], actor: str, user_id: str, sentence: str) -> str:
@@ -117,6 +125,7 @@ def request_approval(
     actor: str,
     user_id: str,
     ttl: timedelta = DEFAULT_TTL,
+    agent: str | None = None,
 ) -> ApprovalRecord:
     """Record a pending approval for one proposed write and return it."""
     now = db.clock.now()
@@ -126,6 +135,7 @@ def request_approval(
         "args": json.dumps(dict(sorted(args.items())), ensure_ascii=False),
         "sentence": sentence,
         "actor": actor,
+        "agent": agent,
         "user_id": user_id,
         "digest": digest(tool, args, actor, user_id, sentence),
         "status": "pending",
@@ -147,7 +157,7 @@ def get(db: Database, approval_id: str) -> ApprovalRecord | None:
 
 
 def decide(
-    app_or_db: App | Database,
+    db: Database,
     request_or_user_id: Request | Context | str,
     approval_id: str,
     approve: bool,
@@ -160,7 +170,6 @@ def decide(
     does not exist (``ApprovalInvalid("unknown")``). A request that is itself a
     tool call can never decide (``ToolError``): consent comes from the human.
     """
-    db = app_or_db if isinstance(app_or_db, Database) else app_or_db.db
     user_id = _deciding_user(request_or_user_id)
     now = db.clock.now()
     with db.write() as conn:
@@ -259,4 +268,5 @@ def _record(row: Mapping[str, Any]) -> ApprovalRecord:
         decided_by=row["decided_by"],
         decided_at=row["decided_at"],
         used_at=row["used_at"],
+        agent=row["agent"],
     )

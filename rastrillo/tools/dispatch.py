@@ -23,12 +23,13 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import anyio
 from starlette.datastructures import Headers
-from starlette.types import Message
+from starlette.types import Message, Receive, Scope, Send
 
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
@@ -46,14 +47,25 @@ from rastrillo.registry.errors import (
 from rastrillo.routing import path_params
 from rastrillo.sessions import cookie_name
 from rastrillo.sessions.store import Session, find_session
+from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
-if TYPE_CHECKING:
-    from rastrillo.app import App
-
-__all__ = ["Call", "Result", "ToolCallMarker", "dispatch", "dispatch_sync"]
+__all__ = ["Call", "Result", "Target", "ToolCallMarker", "dispatch", "dispatch_sync"]
 
 log = logging.getLogger("rastrillo.tools")
+
+
+class Target(Protocol):
+    """What dispatch needs of the app: an ASGI app with its database, origin and approval TTL.
+
+    ``rastrillo.handler(options)`` returns one.
+    """
+
+    db: Database
+    origin: str
+    approval_ttl: timedelta
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 # Control characters other than tab and newline, lone surrogates (not UTF-8),
 # and the bidirectional marks, embeddings, overrides and isolates that can make
@@ -118,7 +130,7 @@ class ToolCallMarker:
     need not look it up again."""
 
 
-async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
+async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     """Check ``call`` against the registry ``defs`` and consent, then run it through ``app``.
 
     Raises a :class:`ToolError` for a refused call, the handler never reached:
@@ -135,8 +147,10 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
     user_id: str | None = None
     approval: Approval | None = None
     approval_id = call.approval if isinstance(call.approval, str) else None
+    approval_path: str | None = None
     status: int | None = None
     refusal: str | None = None
+    refusal_kind: str | None = None
     try:
         defn = _check_args(defs, call)
         session = _check_actor(app, defn, call)
@@ -144,17 +158,19 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
         if defn.access is Access.WRITE:
             assert user_id is not None
             approval = _consent(app, defn, call, user_id)
+            approval_path = consent.approval_path(approval.id)
         actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
         marker = ToolCallMarker(actor, call_id, approval, session)
         result = await _run(app, defn, call, marker)
         status = result.status
         return result
     except ConfirmRequired as exc:
-        refusal = exc.audit_note
+        refusal, refusal_kind = exc.audit_note, type(exc).__name__
         approval_id = exc.approval_id
+        approval_path = consent.approval_path(exc.approval_id)
         raise
     except ToolError as exc:
-        refusal = exc.audit_note
+        refusal, refusal_kind = exc.audit_note, type(exc).__name__
         raise
     finally:
         audit.append(
@@ -170,10 +186,17 @@ async def dispatch(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
             refusal=refusal,
             duration_ms=(time.perf_counter() - started) * 1000,
             durable=approval is not None,  # an approved write ran: on disk before we return
+            agent=_agent_name(call.actor),
+            approval_path=approval_path,
+            refusal_kind=refusal_kind,
         )
 
 
-def dispatch_sync(app: App, defs: Sequence[ToolDef], call: Call) -> Result:
+def _agent_name(actor: object) -> str | None:
+    return actor.name if isinstance(actor, Actor) and actor.is_named_agent else None
+
+
+def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     """:func:`dispatch` for sync code: a script, a sync test, a sync ``handle``.
 
     It runs the call on a new event loop in the calling thread. Inside a
@@ -215,7 +238,7 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
     return defn
 
 
-def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
+def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
     """Step 4: a named agent, acting for the user whose session the call carries."""
     actor = call.actor
     if not isinstance(actor, Actor) or not actor.is_named_agent:
@@ -243,7 +266,7 @@ def _check_actor(app: App, defn: ToolDef, call: Call) -> Session | None:
     return found
 
 
-def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
+def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
     """Step 5: a write needs the user's approval of this exact call, used once."""
     sentence = confirm_sentence(defn, call.args)
     actor = str(call.actor)
@@ -255,7 +278,8 @@ def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
             sentence=sentence,
             actor=actor,
             user_id=user_id,
-            ttl=app.options.approval_ttl,
+            ttl=app.approval_ttl,
+            agent=call.actor.name,
         )
         raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
     return consent.redeem(
@@ -269,7 +293,7 @@ def _consent(app: App, defn: ToolDef, call: Call, user_id: str) -> Approval:
     )
 
 
-async def _run(app: App, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
+async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
     """Send one request through ``app`` and collect the response."""
     params = set(path_params(defn.path))
     raw_path = "/".join(
@@ -308,7 +332,7 @@ async def _run(app: App, defn: ToolDef, call: Call, marker: ToolCallMarker) -> R
     return await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
 
 
-async def _call_asgi(app: App, scope: dict[str, Any], body: bytes, what: str) -> Result:
+async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str) -> Result:
     status = 500
     raw_headers: list[tuple[bytes, bytes]] = []
     chunks: list[bytes] = []

@@ -200,3 +200,45 @@ def test_next_due_wins_over_the_sidecar_record(serve: Callable[..., httpx.Client
 
 def test_without_next_due_or_a_sidecar_it_is_404(serve: Callable[..., httpx.Client]) -> None:
     assert get(serve(), f"Bearer {TOKEN}").status_code == 404
+
+
+def _two_args(db: Any, now: Any) -> None:
+    return None
+
+
+async def _no_args() -> None:
+    return None
+
+
+def _keyword_only(*, db: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    "provider",
+    [_two_args, _no_args, _keyword_only, "tomorrow", lambda: None],
+    ids=["two args", "no args", "keyword only", "a string", "a lambda without args"],
+)
+def test_a_next_due_that_cannot_take_the_database_is_refused_when_the_app_is_built(
+    tmp_path: Path, provider: Any
+) -> None:
+    options = rastrillo.Options(app_dir=tmp_path, db=str(tmp_path / "app.db"), next_due=provider)
+    with pytest.raises(rastrillo.ConfigError) as refused:
+        rastrillo.handler(options)
+    message = str(refused.value)
+    assert "Options.next_due takes one argument, the database" in message
+    assert "def next_due(db)" in message
+
+
+def test_a_next_due_with_extra_defaults_or_a_callable_object_is_accepted(
+    serve: Callable[..., httpx.Client],
+) -> None:
+    class Provider:
+        def __call__(self, db: Database, *, zone: str = "UTC") -> datetime:
+            return DUE
+
+    def with_default(db: Database, later: bool = False) -> datetime:
+        return DUE
+
+    for provider in (Provider(), with_default):
+        assert get(serve(next_due=provider), f"Bearer {TOKEN}").json() == {"due": 1765000000}

@@ -217,9 +217,9 @@ def test_a_stolen_or_replayed_approval_never_runs_a_call(f, sessions, attempts):
                 ),
             )
         ids[name] = info.value.approval_id
-    consent.decide(f.app, "3", ids["this"], True)
-    consent.decide(f.app, "3", ids["another"], True)
-    consent.decide(f.app, "3", ids["declined"], False)
+    consent.decide(f.app.db, "3", ids["this"], True)
+    consent.decide(f.app.db, "3", ids["another"], True)
+    consent.decide(f.app.db, "3", ids["declined"], False)
     runs: dict[str, int] = {}
     before = len(f.ran("cancel"))
     for user, agent, args, which in attempts:

@@ -55,7 +55,7 @@ def test_every_dispatch_refused_or_run_appends_one_row(f):
             run(f.app, f.defs, attempt)
     rows = list(reversed(audit.latest(f.app.db, limit=100)))
     assert len(rows) == len(attempts)
-    assert [r.refusal.split(":")[0] if r.refusal else r.status for r in rows] == [
+    assert [r.refusal_kind or r.status for r in rows] == [
         "UnknownTool",
         "UnknownArg",
         "MissingArg",
@@ -67,14 +67,18 @@ def test_every_dispatch_refused_or_run_appends_one_row(f):
         500,
     ]
     assert rows[0].tool == "nope" and rows[4].actor == "human"
+    assert [r.agent for r in rows] == ["concierge"] * 4 + [None] + ["concierge"] * 4
     assert rows[5].approval_id is not None  # the pending approval it created
+    assert rows[5].approval_path == f"/_rastrillo/approvals/{rows[5].approval_id}"
+    assert [r.approval_path for r in rows[:5] + rows[6:]] == [None] * 8
+    assert rows[6].approval_id == "forged"
     assert rows[5].refusal == (
         "ConfirmRequired: waiting for the user to approve "
         "'Cancel order 1? Its tickets go back on sale.'"
     )
     assert "(unknown)" in rows[6].refusal
     assert rows[7].user_id == "3" and rows[7].args == {"id": "1"}
-    assert all(r.duration_ms >= 0 and r.call_id for r in rows)
+    assert len({r.call_id for r in rows}) == len(rows)
     assert rows[7].outcome == "200" and rows[0].outcome.startswith("refused: UnknownTool")
 
 
@@ -89,7 +93,7 @@ def test_an_approved_write_records_who_approved_and_when(f):
     )
     with pytest.raises(ConfirmRequired) as info:
         run(f.app, f.defs, call)
-    decided = consent.decide(f.app, "3", info.value.approval_id, True)
+    decided = consent.decide(f.app.db, "3", info.value.approval_id, True)
     approved = Call(**{**call.__dict__, "approval": info.value.approval_id})
     run(f.app, f.defs, approved)
     with pytest.raises(ApprovalInvalid):
@@ -99,6 +103,12 @@ def test_an_approved_write_records_who_approved_and_when(f):
     assert ran.call_id == "toolu_42" and ran.args == {"id": "7", "reason": "dup"}
     assert used_twice.refusal.startswith("ApprovalInvalid: approval invalid (used)")
     assert asked.approval_id == ran.approval_id == info.value.approval_id
+    assert asked.approval_path == ran.approval_path == decided.url
+    assert (asked.refusal_kind, ran.refusal_kind, used_twice.refusal_kind) == (
+        "ConfirmRequired",
+        None,
+        "ApprovalInvalid",
+    )
     line = str(ran)
     assert 'orders_id_cancel_post(id="7" reason="dup")' in line
     assert "agent:concierge for user 3, approved by user 3 at " in line
@@ -116,7 +126,7 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
     )
     with pytest.raises(ConfirmRequired) as info:
         run(f.app, f.defs, call)
-    consent.decide(f.app, "3", info.value.approval_id, True)
+    consent.decide(f.app.db, "3", info.value.approval_id, True)
     run(f.app, f.defs, Call(**{**call.__dict__, "approval": info.value.approval_id}))
     # Read through a second connection, without audit.flush(): nothing queued counts.
     with sqlite3.connect(f.app.db.engine.url.database) as other:

@@ -170,7 +170,7 @@ def test_the_sentence_shown_is_the_rendered_template(tmp_path):
 def test_any_difference_from_the_approved_call_is_refused(f, change, reason):
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
     if change.get("session") == "other-user":
         change["session"] = f.session("4")
     call = Call(
@@ -194,7 +194,7 @@ def test_a_changed_confirm_template_invalidates_the_approval(tmp_path):
     f = build(tmp_path)
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
     defs = [
         dataclasses.replace(d, confirm="Refund order {id}?") if d.id == CANCEL else d
         for d in f.defs
@@ -221,7 +221,7 @@ def test_an_expired_approval(tmp_path):
     session = f.session("3")
     pending = propose(f, session)
     with pytest.raises(ApprovalInvalid) as info:
-        consent.decide(f.app, "3", pending.approval_id, True)
+        consent.decide(f.app.db, "3", pending.approval_id, True)
     assert info.value.reason == "expired"
     assert "expired" in browser(f, "3").get(pending.url).text
     with pytest.raises(ApprovalInvalid) as info:
@@ -234,7 +234,7 @@ def test_an_approval_that_expires_after_the_decision(tmp_path):
     f = build(tmp_path, clock=clock)
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
     clock.advance(11 * 60)
     with pytest.raises(ApprovalInvalid) as info:
         cancel(f, session, approval=pending.approval_id)
@@ -251,7 +251,7 @@ def test_decide_from_app_code(f):
     assert (record.status, record.decided_by) == ("declined", "3")
     assert record.decided_at is not None
     with pytest.raises(ApprovalInvalid) as info:
-        consent.decide(f.app, "3", pending.approval_id, True)
+        consent.decide(f.app.db, "3", pending.approval_id, True)
     assert info.value.reason == "decided"
 
 
@@ -260,7 +260,7 @@ def test_decide_takes_the_human_request(f):
 
     pending = propose(f, f.session("3"))
     request = Request({"type": "http", "rastrillo.user_id": "3", "headers": []})
-    assert consent.decide(f.app, request, pending.approval_id, True).status == "approved"
+    assert consent.decide(f.app.db, request, pending.approval_id, True).status == "approved"
 
 
 def test_a_tool_call_can_never_decide(f):
@@ -274,14 +274,14 @@ def test_a_tool_call_can_never_decide(f):
         {"type": "http", "rastrillo.user_id": "3", "rastrillo.tool_call": marker, "headers": []}
     )
     with pytest.raises(ToolError):
-        consent.decide(f.app, request, pending.approval_id, True)
+        consent.decide(f.app.db, request, pending.approval_id, True)
     assert consent.get(f.app.db, pending.approval_id).status == "pending"
 
 
 def test_of_50_concurrent_redemptions_exactly_one_runs(f):
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
     call = Call(tool=CANCEL, args=ARGS, actor=AGENT, session=session, approval=pending.approval_id)
 
     async def one():
@@ -304,7 +304,7 @@ def test_of_50_redemptions_in_threads_exactly_one_runs(f):
 
     session = f.session("3")
     pending = propose(f, session)
-    consent.decide(f.app, "3", pending.approval_id, True)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
 
     def one(_):
         try:

@@ -212,7 +212,7 @@ def test_write_args_go_in_a_form_body_and_the_marker_carries_the_approval(f, mon
     args = {"id": "a/b", "reason": "dup & more=1"}
     with pytest.raises(ConfirmRequired) as info:
         call(f, "orders_id_cancel_post", args, session=session)
-    consent.decide(f.app, "3", info.value.approval_id, True)
+    consent.decide(f.app.db, "3", info.value.approval_id, True)
     scopes = []
     real = f.app._stack
 
@@ -247,7 +247,7 @@ def test_a_delete_tool_sends_its_args_as_a_form_too(f):
     session = f.session("3")
     with pytest.raises(ConfirmRequired) as info:
         call(f, "notes_id_delete", {"id": "9"}, session=session)
-    consent.decide(f.app, "3", info.value.approval_id, True)
+    consent.decide(f.app.db, "3", info.value.approval_id, True)
     result = call(
         f, "notes_id_delete", {"id": "9"}, session=session, approval=info.value.approval_id
     )

@@ -1,0 +1,108 @@
+"""One database selection for every process of an app: ``--db``, else ``RASTRILLO_DB``,
+else ``Options.db``; serving, ``sidecar run`` and the command line alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rastrillo.cli.main import main
+from tests.support import write_app
+
+ACTIONS = {
+    "ticks/index.GET.py": """
+        def handle(ctx):
+            return ctx.json([r.source for r in ctx.db.query("SELECT source FROM ticks")])
+    """,
+}
+FILES = {"migrations/0001_ticks.sql": "CREATE TABLE IF NOT EXISTS ticks (source TEXT);"}
+PRELUDE = """
+def tick(ctx):
+    ctx.db.execute("INSERT INTO ticks (source) VALUES ('sidecar')")
+    return None
+"""
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path) -> Path:
+    return write_app(tmp_path / "app", ACTIONS, extra="sidecar=tick,", files=FILES, prelude=PRELUDE)
+
+
+def ticks(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    try:
+        return [r[0] for r in sqlite3.connect(db).execute("SELECT source FROM ticks")]
+    except sqlite3.OperationalError:  # not migrated yet
+        return []
+
+
+def run_sidecar_until_it_ticks(app_dir: Path, db: Path, *flags: str, env: dict[str, str]) -> str:
+    process = subprocess.Popen(
+        [sys.executable, str(app_dir / "app.py"), "sidecar", "run", *flags],
+        cwd=app_dir, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not ticks(db):
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "the sidecar never ran a pass on " + str(db)
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    return stderr
+
+
+def test_sidecar_run_takes_the_same_db_flag_as_serve(app_dir: Path, tmp_path: Path) -> None:
+    chosen = tmp_path / "chosen.db"
+    run_sidecar_until_it_ticks(app_dir, chosen, "--db", str(chosen), env={})
+    assert ticks(chosen) == ["sidecar"]
+    assert not (app_dir / "app.db").exists()
+
+
+def test_the_environment_selects_the_database_for_serve_sidecar_and_cli(
+    app_dir: Path, tmp_path: Path, serve, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    platform = tmp_path / "platform.db"
+    monkeypatch.setenv("RASTRILLO_DB", str(platform))
+    run_sidecar_until_it_ticks(app_dir, platform, env={})
+    server = serve(app_dir)
+    with server.client() as c:
+        assert c.get("/ticks").json() == ["sidecar"]
+    assert server.stop() == 0
+    assert main(["audit", "--app", str(app_dir)]) == 0
+    assert "no tool calls yet" in capsys.readouterr().out
+    assert not (app_dir / "app.db").exists()
+
+
+def test_the_flag_wins_over_the_environment(
+    app_dir: Path, tmp_path: Path, serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RASTRILLO_DB", str(tmp_path / "platform.db"))
+    flagged = tmp_path / "flagged.db"
+    sqlite3.connect(flagged).executescript(
+        "CREATE TABLE ticks (source TEXT); INSERT INTO ticks VALUES ('flag');"
+    )
+    server = serve(app_dir, "--db", str(flagged))
+    with server.client() as c:
+        assert c.get("/ticks").json() == ["flag"]
+    assert server.stop() == 0
+    assert not (tmp_path / "platform.db").exists()
+
+
+def test_sidecar_run_refuses_other_flags(app_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(app_dir / "app.py"), "sidecar", "run", "--addr", "x:1"],
+        cwd=app_dir, capture_output=True, text=True,
+    )
+    assert done.returncode == 2
+    assert "sidecar run [--db PATH]" in done.stderr

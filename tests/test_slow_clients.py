@@ -1,0 +1,91 @@
+"""Slow clients against a real uvicorn server on loopback: a client that sends its request
+slowly is cut off, and a thousand of them under a 1,024 open-file limit neither starve
+a quick client nor flood the log."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import Server, free_port, write_app
+
+ACTIONS = {
+    "index.GET.py": """
+        def handle(ctx):
+            return ctx.text("home")
+    """,
+    "echo.POST.py": """
+        async def handle(ctx):
+            return ctx.text(f"{len(await ctx.request.body())} bytes")
+    """,
+}
+TIMEOUTS = "header_timeout=1.0, body_timeout=1.0,"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    app_dir = write_app(tmp_path / "app", ACTIONS, extra=TIMEOUTS)
+    port = free_port()
+    served = Server(
+        app_dir, ["--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}", open_files=1024
+    )
+    yield served
+    assert served.stop() == 0
+    log = served.log.read_text()
+    assert "Traceback" not in log, log[:3000]
+    assert len(log) < 20_000, log[:3000]
+
+
+def connect(server: Server) -> socket.socket:
+    port = int(server.base_url.rsplit(":", 1)[1])
+    return socket.create_connection(("127.0.0.1", port), timeout=30)
+
+
+def closed_without_an_answer(s: socket.socket) -> bool:
+    """Wait until the server closes ``s``; whether it sent nothing before."""
+    return s.recv(65536) == b""
+
+
+def test_a_client_slow_to_send_its_headers_is_cut_off(server: Server) -> None:
+    with connect(server) as slow:
+        slow.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        assert closed_without_an_answer(slow)
+
+
+def test_a_client_slow_to_send_its_body_is_cut_off(server: Server) -> None:
+    with connect(server) as slow:
+        slow.sendall(
+            f"POST /echo HTTP/1.1\r\nHost: x\r\nOrigin: {server.base_url}\r\n"
+            "Content-Length: 10\r\n\r\n12345".encode()
+        )
+        assert closed_without_an_answer(slow)
+
+
+def test_a_keep_alive_connection_serves_a_second_request_sent_in_time(server: Server) -> None:
+    with connect(server) as c:
+        for _ in range(2):
+            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert c.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_thousand_slow_clients_do_not_starve_a_quick_one(server: Server) -> None:
+    slow = []
+    try:
+        for _ in range(1100):
+            s = connect(server)
+            s.sendall(b"GET / HT")
+            slow.append(s)
+        for _ in range(3):
+            with connect(server) as quick:
+                quick.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                answer = b""
+                while chunk := quick.recv(65536):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            assert answer.endswith(b"home")
+    finally:
+        for s in slow:
+            s.close()
