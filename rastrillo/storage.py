@@ -52,6 +52,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
+from sqlalchemy.types import TypeEngine
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
 from .errors import ConfigError, RastrilloError
@@ -61,23 +62,35 @@ class Instant(TypeDecorator[datetime]):
     """The one column type for an instant in the framework's tables.
 
     Written from an aware ``datetime`` (a naive one is refused), kept in UTC,
-    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike. On
-    SQLite the text form sorts in time order, so instants compare in SQL.
+    read back as an aware UTC ``datetime`` on SQLite and PostgreSQL alike.
+    PostgreSQL keeps a ``timestamptz``. SQLite keeps fixed-width UTC text
+    (``2030-01-01 00:00:00.000000``, SQLAlchemy's own form), which sorts in time
+    order, so instants compare in SQL; it is parsed by ``datetime.fromisoformat``,
+    as a session is looked up on every request.
     """
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(26))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
         instant = as_instant(value, "an Instant column was given")
-        return instant.replace(tzinfo=None) if dialect.name == "sqlite" else instant
+        if dialect.name == "sqlite":
+            return instant.replace(tzinfo=None).isoformat(" ", "microseconds")
+        return instant
 
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if isinstance(value, str):
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 METADATA = MetaData()

@@ -47,7 +47,12 @@ sessions_table = Table(
 
 # Built once: a session is looked up on every request, and building the
 # statement costs more than running it.
-_FIND = select(sessions_table).where(sessions_table.c.id_digest == bindparam("digest"))
+_FIND = select(
+    sessions_table.c.user_id,
+    sessions_table.c.expires,
+    sessions_table.c.idle_seconds,
+    sessions_table.c.idle_expires,
+).where(sessions_table.c.id_digest == bindparam("digest"))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ Expiry is never measured on the wall clock, which steps: it is seconds on the
 clock the row names. On PostgreSQL that is the database server's clock, the
 one clock every host sharing the database reads. On SQLite, whose processes
 all run on one host, it is that host's monotonic clock, named by the host's
-boot id so that a row left behind before a reboot counts as expired.
+boot id so that a row left behind before a reboot counts as expired (where
+the system names no boot, as outside Linux, the wall clock is the last resort).
 
 The state row is how the web process learns what the sidecar last did — for
 ``GET /api/next-due`` and for anyone asking whether the sidecar is alive.
@@ -112,19 +113,22 @@ class Lease:
     def _clock(self) -> tuple[str, Any]:
         """The name of the clock expiry is measured on, and its reading (a SQL expression
         on PostgreSQL, read by the server as the statement runs)."""
-        if self.db.is_sqlite:
-            return f"boot:{_boot_id()}", self.db.clock.monotonic()
-        now: ColumnElement[Any] = func.extract("epoch", func.clock_timestamp())
-        return _DATABASE_CLOCK, now
+        if not self.db.is_sqlite:
+            now: ColumnElement[Any] = func.extract("epoch", func.clock_timestamp())
+            return _DATABASE_CLOCK, now
+        boot = _boot_id()
+        if boot is None:  # no shared monotonic clock to name: the wall clock, as a last resort
+            return "wall", self.db.clock.now().timestamp()
+        return f"boot:{boot}", self.db.clock.monotonic()
 
 
 @cache
-def _boot_id() -> str:
-    """This boot of this host; the process start on a system that does not say."""
+def _boot_id() -> str | None:
+    """This boot of this host (Linux), whose monotonic clock every process shares."""
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
     except OSError:
-        return f"{socket.gethostname()}:{os.getpid()}"
+        return None
 
 
 @dataclass(frozen=True)

@@ -151,3 +151,11 @@ def test_on_postgresql_expiry_goes_by_the_database_clock_not_a_hosts(pg_url: str
     assert not a.acquire()
     here.dispose()
     skewed.dispose()
+
+
+def test_two_processes_agree_on_the_lease_clock(db: Database) -> None:
+    a, b = Lease(db, ttl=60), Lease(db, ttl=60)
+    assert a.acquire()
+    clock = db.query_one("SELECT clock FROM rastrillo_sidecar_lease").clock
+    assert clock in (f"boot:{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}", "wall")
+    assert not b.acquire()  # the same clock name: b waits, never takes it as a stranger's
