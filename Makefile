@@ -26,6 +26,7 @@ check: $(VENV)/.installed
 test: check
 	bash scripts/ensure-chromium
 	bash scripts/ensure-postgres
+	bash scripts/ensure-node-mcp
 	bash scripts/with-postgres $(BIN)/pytest
 
 bench: $(VENV)/.installed

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-_AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Actor:
 
     @property
     def is_named_agent(self) -> bool:
-        return not self.human and bool(_AGENT_NAME.match(self.name))
+        return not self.human and bool(_AGENT_NAME.fullmatch(self.name))
 
     def __str__(self) -> str:
         return "human" if self.human else f"agent:{self.name}"

@@ -3,7 +3,8 @@
 The request path, from the outside in:
 
 1. framework endpoints answered outside the app's middleware
-   (``/healthz``, ``/readyz``, ``/api/version``, ``/api/next-due``);
+   (``/healthz``, ``/readyz``, ``/api/version``, ``/api/next-due``, and with
+   ``Options.mcp`` ``/mcp``, whose credential is a bearer token, never a cookie);
 2. the framework's middleware (CSRF, then sessions);
 3. ``Options.wrap``, the app's one middleware seam;
 4. the router, which builds ``ctx`` and calls the action's ``handle``.
@@ -18,10 +19,11 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
@@ -34,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import limits, sessions
+from .agents import MCP_PATH
 from .availability import UnavailableMiddleware, readiness, retryable, unavailable
 from .clock import SYSTEM_CLOCK, Clock
 from .context import USER_SCOPE_KEY, Context
@@ -41,6 +44,7 @@ from .csrf import CSRFMiddleware, canonical_origin
 from .drain import DEFAULT_DRAIN_TIMEOUT, Drain
 from .errors import ConfigError
 from .pages import console
+from .pages.agents import agents_routes
 from .pages.approvals import approval_routes
 from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
@@ -48,6 +52,9 @@ from .routing import Match, Route, Router
 from .sidecar import Sidecar, next_due_endpoint
 from .storage import Database, database_url
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
+
+if TYPE_CHECKING:
+    from .agents.mcp import McpEndpoint
 
 log = logging.getLogger("rastrillo.app")
 
@@ -123,6 +130,9 @@ class Options:
     """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
     ``Referrer-Policy: same-origin``) on the app's own responses too, static files
     excepted; a header the app sets itself wins. The framework's pages always get them."""
+    mcp: bool = False
+    """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
+    it a token (docs/mcp.md)."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -164,6 +174,8 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
+        if options.mcp:
+            framework_routes += agents_routes(self.origin + MCP_PATH)
         if console.enabled(options.console):
             framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
@@ -176,10 +188,6 @@ class App:
             inner,
             self.db,
             self.origin,
-            idle=options.session_idle,
-            lifetime=options.session_lifetime,
-            sign_in_path=options.sign_in_path,
-            rate_limit=options.sign_in_rate_limit,
         )
         self._stack: ASGIApp = SecurityHeaders(
             UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
@@ -194,6 +202,22 @@ class App:
         if options.next_due is not None or options.sidecar is not None:
             self._endpoints["/api/next-due"] = _get_only(
                 next_due_endpoint(self.db, next_due=options.next_due, sidecar=options.sidecar)
+            )
+
+        self._mcp: McpEndpoint | None = None
+        if options.mcp:
+            # Imported only here: the SDK takes a second to import, which an app
+            # without MCP should not pay at every start.
+            from .agents.mcp import McpEndpoint
+
+            self._mcp = McpEndpoint(
+                self,
+                options.tools,
+                self.db,
+                self.origin,
+                name=options.app_dir.name or "rastrillo",
+                version=options.version,
+                state_ttl=options.approval_ttl.total_seconds(),
             )
 
     @property
@@ -216,6 +240,9 @@ class App:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if self._mcp is not None and scope["type"] == "http" and raw_path(scope) == MCP_PATH:
+            await self._mcp(scope, receive, send)
+            return
         endpoint = self._endpoints.get(raw_path(scope)) if scope["type"] == "http" else None
         if endpoint is not None:
             response = await endpoint(Request(scope, receive))
@@ -224,18 +251,23 @@ class App:
         await self._stack(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await run_in_threadpool(self.start)
-                except BaseException as exc:
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    raise
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        async with AsyncExitStack() as running:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    try:
+                        await run_in_threadpool(self.start)
+                        if self._mcp is not None:
+                            # The SDK's session manager: its task group lives as long as the
+                            # server does.
+                            await running.enter_async_context(self._mcp.running())
+                    except BaseException as exc:
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        raise
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    break
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _version(self, request: Request) -> Response:
         return JSONResponse({"version": self.options.version})
@@ -248,14 +280,14 @@ class App:
             await self._static(scope, receive, send)
             return
         found = self.router.match(scope["method"], path)
-        if found is None:
-            response: Response = PlainTextResponse("Not found", status_code=404)
-        elif isinstance(found, list):
+        if found is not None:
+            response: Response = await self._call(found, scope, receive)
+        elif allowed := self.router.allowed_methods(path):
             response = PlainTextResponse(
-                "Method not allowed", status_code=405, headers={"Allow": ", ".join(found)}
+                "Method not allowed", status_code=405, headers={"Allow": ", ".join(allowed)}
             )
         else:
-            response = await self._call(found, scope, receive)
+            response = PlainTextResponse("Not found", status_code=404)
         await response(scope, receive, send)
 
     async def _call(self, match: Match, scope: Scope, receive: Receive) -> Response:

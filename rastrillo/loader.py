@@ -1,9 +1,13 @@
-"""Load an app folder's ``app.py`` and its ``OPTIONS`` without running it.
+"""Load an app's files by path: its ``app.py`` and ``OPTIONS``, and its action files.
 
-Commands that act on an app folder (``tools``, ``audit``) and tests use this.
-An app imports its registry as ``from gen import routes, tools``; so that
-several apps can be loaded into one process, the ``gen`` package is imported
-afresh for each app and not left in ``sys.modules``.
+Action files are not importable by module name (``[id].GET.py``), and every
+app has an ``app.py`` and a ``gen`` package, so each file is loaded under a
+private, stable name derived from its absolute path (:func:`load_file`, the
+one loader). An app imports its registry as ``from gen import routes,
+tools``; so that several apps can be loaded into one process (an app and its
+admin app, or many apps in one test session), each app's ``gen`` is imported
+afresh while its ``app.py`` runs and whatever ``gen`` was loaded before is put
+back afterwards.
 """
 
 from __future__ import annotations
@@ -12,42 +16,65 @@ import hashlib
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from .app import Options
-from .errors import ConfigError
+from .errors import ConfigError, RastrilloError
+from .routing import Handle
+
+
+def load_file(path: Path, kind: str) -> ModuleType:
+    """The module of the Python file ``path``, executed once per process.
+
+    Its name is ``rastrillo_<kind>_<hash of the absolute path>``: stable, and
+    distinct for every file. If executing it raises, nothing is kept.
+    """
+    path = path.resolve()
+    name = f"rastrillo_{kind}_{hashlib.sha256(str(path).encode()).hexdigest()[:16]}"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RastrilloError(f"{path}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_handle(app_dir: Path, source: str) -> Handle:
+    """The ``handle`` of an action file, ``source`` relative to ``app_dir``."""
+    handle = getattr(load_file(app_dir / source, "action"), "handle", None)
+    if not callable(handle):
+        raise RastrilloError(f"{source}: defines no handle(ctx)")
+    return handle
 
 
 def load_options(app_dir: Path) -> Options:
-    """Execute ``app_dir/app.py`` and return its ``OPTIONS``."""
+    """Execute ``app_dir/app.py`` (once per process) and return its ``OPTIONS``."""
     app_dir = app_dir.resolve()
     app_file = app_dir / "app.py"
     if not app_file.is_file():
         raise ConfigError(f"no app.py in {app_dir}: is this an app folder?")
-    name = "rastrillo_app_" + hashlib.sha256(str(app_dir).encode()).hexdigest()[:16]
-    if name in sys.modules:
-        return _options_of(sys.modules[name], app_file)
-    spec = importlib.util.spec_from_file_location(name, app_file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
     saved = _pop_gen()
     sys.path.insert(0, str(app_dir))
     try:
-        spec.loader.exec_module(module)
+        module = load_file(app_file, "app")
     finally:
         sys.path.remove(str(app_dir))
         _pop_gen()
         sys.modules.update(saved)
-    sys.modules[name] = module
-    return _options_of(module, app_file)
-
-
-def _options_of(module: object, app_file: Path) -> Options:
     options = getattr(module, "OPTIONS", None)
     if not isinstance(options, Options):
         raise ConfigError(f"{app_file} defines no OPTIONS = rastrillo.Options(...)")
     return options
 
 
-def _pop_gen() -> dict[str, object]:
+def _pop_gen() -> dict[str, ModuleType]:
     names = [n for n in sys.modules if n == "gen" or n.startswith("gen.")]
     return {n: sys.modules.pop(n) for n in names}

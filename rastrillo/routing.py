@@ -9,16 +9,13 @@ path, and a parameter is decoded only after matching, so an encoded slash
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
 import re
-import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from .errors import RastrilloError
 
@@ -73,7 +70,7 @@ def route_for_file(relative: PurePosixPath) -> tuple[str, str]:
     if name != "index":
         segments.append(_segment(name))
     path = "/" + "/".join(segments)
-    params = [s[1:-1] for s in segments if s.startswith("{")]
+    params = path_params(path)
     if len(params) != len(set(params)):
         raise RouteFileError(f"a path parameter appears twice in {path}")
     return method, path
@@ -93,36 +90,30 @@ def _segment(part: str) -> str:
     return "{" + name + "}"
 
 
+def param_name(segment: str) -> str | None:
+    """``id`` for the segment ``{id}`` of a route path; None for a literal segment.
+
+    The one place a route path's parameters are parsed.
+    """
+    return segment[1:-1] if segment.startswith("{") and segment.endswith("}") else None
+
+
 def path_params(path: str) -> list[str]:
     """The parameter names of a route path, in order."""
-    return [s[1:-1] for s in path.split("/") if s.startswith("{")]
+    return [name for s in path.split("/") if (name := param_name(s)) is not None]
 
 
-def load_handle(app_dir: Path, source: str) -> Handle:
-    """Import an action file by path and return its ``handle``.
+def route_shape(path: str) -> str:
+    """The path with every parameter unnamed: ``/orders/{id}`` and ``/orders/{n}`` are one route."""
+    return "/".join("{}" if param_name(s) is not None else s for s in path.split("/"))
 
-    Action files are not importable by module name (``[id].GET.py``), so each
-    is loaded under a private, stable name derived from its absolute path.
-    """
-    path = (app_dir / source).resolve()
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    module_name = f"rastrillo_action_{digest}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise RastrilloError(f"{source}: cannot be loaded")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
-    handle = getattr(module, "handle", None)
-    if not callable(handle):
-        raise RastrilloError(f"{source}: defines no handle(ctx)")
-    return handle
+
+def fill_path(path: str, values: Mapping[str, str]) -> str:
+    """The raw path of a route with its parameters filled in, each percent-encoded whole."""
+    return "/".join(
+        s if (name := param_name(s)) is None else quote(values[name], safe="")
+        for s in path.split("/")
+    )
 
 
 class _Node:
@@ -150,7 +141,7 @@ class Router:
         for route in routes:
             node = self._root
             for seg in _split(route.path):
-                if seg.startswith("{"):
+                if param_name(seg) is not None:
                     node.param = node.param or _Node()
                     node = node.param
                 else:
@@ -162,19 +153,24 @@ class Router:
                 )
             node.routes[route.method] = route
 
-    def match(self, method: str, raw_path: str) -> Match | list[str] | None:
-        """The match; or the allowed methods when only the method differs; or None."""
+    def match(self, method: str, raw_path: str) -> Match | None:
+        """The route for this method and raw path, with its parameters; None if there is none.
+
+        ``HEAD`` is answered by the ``GET`` route.
+        """
         segments = _split(raw_path)
-        if segments is None:
-            return None
-        node = self._find(self._root, segments, 0)
-        if node is None:
-            return None
-        route = node.routes.get("GET" if method == "HEAD" else method)
+        node = None if segments is None else self._find(self._root, segments, 0)
+        route = None if node is None else node.routes.get("GET" if method == "HEAD" else method)
         if route is None:
-            return sorted(node.routes)
-        values = _param_values(route.path, segments)
-        return Match(route, values)
+            return None
+        assert segments is not None
+        return Match(route, _param_values(route.path, segments))
+
+    def allowed_methods(self, raw_path: str) -> list[str]:
+        """The methods some route answers at this raw path, sorted; empty if none does."""
+        segments = _split(raw_path)
+        node = None if segments is None else self._find(self._root, segments, 0)
+        return [] if node is None else sorted(node.routes)
 
     def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
         if i == len(segments):
@@ -206,6 +202,7 @@ def _split(path: str) -> list[str] | None:
 def _param_values(pattern: str, segments: list[str]) -> dict[str, str]:
     names = _split(pattern) or []
     return {
-        name[1:-1]: unquote(seg) for name, seg in zip(names, segments, strict=True)
-        if name.startswith("{")
+        name: unquote(seg)
+        for part, seg in zip(names, segments, strict=True)
+        if (name := param_name(part)) is not None
     }

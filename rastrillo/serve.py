@@ -161,7 +161,8 @@ def serve(options: Options, args: ServeArgs) -> int:
 
 
 def server_config(app: App, **listen: Any) -> uvicorn.Config:
-    """Uvicorn's config for ``app``: its connection limits and timeouts, no lifespan."""
+    """Uvicorn's config for ``app``: its connection limits and timeouts, and its lifespan
+    (where ``/mcp``'s session manager runs)."""
     options = app.options
     limits = Limits(
         header_timeout=options.header_timeout,
@@ -173,7 +174,7 @@ def server_config(app: App, **listen: Any) -> uvicorn.Config:
         **listen,
         http=protocol_class(limits),
         backlog=BACKLOG,
-        lifespan="off",
+        lifespan="on",
         timeout_graceful_shutdown=None,  # never abandon a request: see rastrillo/drain.py
         log_config=None,
         server_header=False,

@@ -37,7 +37,9 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
+    Float,
     MetaData,
+    Numeric,
     Row,
     String,
     Table,
@@ -333,9 +335,16 @@ class Database:
             self.migrate(migrations_dir)
 
     def _is_current(self, files: list[tuple[str, Path]]) -> bool:
-        """Every framework table exists and every migration file is applied."""
+        """Every framework table exists and every migration file is applied.
+
+        A framework table made by an earlier version, in a shape this one cannot
+        use, is a `ConfigError` naming it: refused at start, never a failure later.
+        """
         with self.read() as conn:
-            tables = set(inspect(conn).get_table_names())
+            inspector = inspect(conn)
+            tables = set(inspector.get_table_names())
+            for name in sorted(METADATA.tables.keys() & tables):
+                _check_shape(METADATA.tables[name], inspector.get_columns(name), self.url)
             if not METADATA.tables.keys() <= tables:
                 return False
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
@@ -375,6 +384,21 @@ def serialize(conn: Connection, name: str) -> None:
     if conn.dialect.name == "postgresql":
         key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
+def _check_shape(table: Table, found: list[Any], url: str) -> None:
+    columns = {column["name"]: column["type"] for column in found}
+    for column in table.columns:
+        kind = columns.get(column.name)
+        stale = kind is None or (
+            isinstance(column.type, Instant) and isinstance(kind, Float | Numeric)
+        )
+        if stale:
+            raise ConfigError(
+                f"the database {make_url(url).render_as_string(hide_password=True)} was made "
+                f"by an earlier Rastrillo: its table {table.name} has no usable column "
+                f"{column.name}; move the database aside (a demo's can be deleted) and start again"
+            )
 
 
 def migration_files(migrations_dir: Path, dialect: str) -> list[tuple[str, Path]]:

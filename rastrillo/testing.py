@@ -28,6 +28,8 @@ class TestApp:
 
     ``client`` behaves like a same-origin browser (it sends the app's
     ``Origin``), so forms pass the CSRF check as they would for a real user.
+    Used as a context manager (``with TestApp(...) as t:``) it also runs the
+    app's lifespan, as a server would: ``/mcp`` (``Options.mcp``) needs it.
     """
 
     __test__ = False  # not a pytest test class
@@ -37,6 +39,13 @@ class TestApp:
         overrides.setdefault("db", str(Path(tmp_path) / "test.db"))
         self.app: App = App(dataclasses.replace(options, **overrides)).start()
         self.client = self.browser()
+
+    def __enter__(self) -> TestApp:
+        self.client.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.__exit__(*exc)
 
     @property
     def db(self) -> Database:
@@ -144,7 +153,7 @@ def live_server(options: Options) -> Iterator[App]:
     sock.listen()
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
     app = App(dataclasses.replace(options, origin=origin)).start()
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_config=None))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -18,6 +18,7 @@ import httpx
 from rastrillo.generate import generate
 
 APP_PY = '''\
+from collections.abc import Callable
 from pathlib import Path
 
 import rastrillo
@@ -55,6 +56,15 @@ def write_app(
         path.write_text(textwrap.dedent(source))
     generate(root)
     return root
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the condition")
+        time.sleep(0.01)
 
 
 def free_port() -> int:
@@ -99,7 +109,7 @@ class Server:
         return httpx.Client(base_url=self.base_url, transport=transport, **kwargs)  # type: ignore[arg-type]
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a loaded CI machine starts slowly
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.log.read_text()}")

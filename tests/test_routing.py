@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rastrillo.errors import RastrilloError
 from rastrillo.routing import Match, Route, RouteFileError, Router, route_for_file
 
 
@@ -73,7 +74,9 @@ def test_literal_segment_wins_over_parameter():
 
 def test_wrong_method_lists_the_allowed_ones():
     router = _router(("GET", "/orders/{id}"), ("DELETE", "/orders/{id}"))
-    assert router.match("POST", "/orders/1") == ["DELETE", "GET"]
+    assert router.match("POST", "/orders/1") is None
+    assert router.allowed_methods("/orders/1") == ["DELETE", "GET"]
+    assert router.allowed_methods("/nowhere") == []
     assert isinstance(router.match("HEAD", "/orders/1"), Match)
 
 
@@ -86,7 +89,7 @@ def test_empty_segments_and_relative_paths_do_not_match():
 
 
 def test_same_route_twice_is_refused():
-    with pytest.raises(Exception, match="two routes"):
+    with pytest.raises(RastrilloError, match=r"two routes for GET /a/\{y\}"):
         _router(("GET", "/a/{x}"), ("GET", "/a/{y}"))
 
 

@@ -3,13 +3,12 @@
 import signal
 import sqlite3
 import threading
-import time
 
 import httpx
 import pytest
 
 from rastrillo import Options, run
-from tests.support import Server, free_port, write_app
+from tests.support import Server, free_port, wait_until, write_app
 
 ACTIONS = {
     "index.GET.py": """
@@ -17,10 +16,16 @@ ACTIONS = {
             return ctx.text("home")
     """,
     "slow.GET.py": """
-        import time
+        import threading
+        from pathlib import Path
 
         def handle(ctx):
-            time.sleep(1.5)
+            # Say the request is in flight, then hold it until the test releases it.
+            here = Path(__file__).resolve().parent.parent
+            (here / "started").touch()
+            release = here / "release"
+            while not release.exists():
+                threading.Event().wait(0.01)
             return ctx.text("finished")
     """,
     "notes/index.POST.py": """
@@ -131,11 +136,12 @@ def test_sigterm_lets_a_request_in_flight_finish(app_dir, serve):
 
     thread = threading.Thread(target=slow_request)
     thread.start()
-    time.sleep(0.5)
-    started = time.monotonic()
+    wait_until(lambda: (app_dir / "started").exists())
+    server.process.send_signal(signal.SIGTERM)
+    wait_until(lambda: "Shutting down" in server.log.read_text())  # the drain has begun
+    (app_dir / "release").touch()
     assert server.stop(signal.SIGTERM) == 0
     thread.join()
     assert result == {"status": 200, "text": "finished"}
-    assert time.monotonic() - started < 10
     with pytest.raises(httpx.TransportError), server.client() as c:
         c.get("/")

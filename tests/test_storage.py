@@ -224,3 +224,18 @@ def test_the_demo_app_starts_while_another_process_holds_the_write_lock(tmp_path
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_a_framework_table_from_an_earlier_version_is_refused_at_start_saying_so(tmp_path):
+    path = tmp_path / "app.db"
+    Database(str(path)).open()
+    old = sqlite3.connect(path)
+    old.executescript(  # the sessions table as it was, instants as floats
+        "DROP TABLE rastrillo_sessions;"
+        "CREATE TABLE rastrillo_sessions (id_digest VARCHAR(64) PRIMARY KEY,"
+        " user_id VARCHAR(255) NOT NULL, created FLOAT NOT NULL, expires FLOAT NOT NULL,"
+        " idle_seconds FLOAT NOT NULL, idle_expires FLOAT NOT NULL);"
+    )
+    old.close()
+    with pytest.raises(ConfigError, match=r"earlier Rastrillo: its table rastrillo_sessions"):
+        Database(str(path)).open()

@@ -21,6 +21,7 @@ OPTIONS = rastrillo.Options(
     sidecar=sidecar_jobs.release_expired_holds,
     next_due=sidecar_jobs.next_hold_expiry,
     demo=True,
+    mcp=True,  # agents connect at /mcp; each write waits for the user (docs/mcp.md)
 )
 
 if __name__ == "__main__":

@@ -18,9 +18,8 @@ __all__ = ["read_tool"]
 _ACCESS = {
     "rastrillo.ToolRead": Access.READ,
     "rastrillo.ToolWrite": Access.WRITE,
-    "rastrillo.Access.READ": Access.READ,
-    "rastrillo.Access.WRITE": Access.WRITE,
 }
+"""One spelling in a declaration; `rastrillo.Access` is the type code reading the registry sees."""
 _STRING_FIELDS = ("description", "confirm")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import Problem
 from ..registry.declare import ToolDef
-from ..routing import RouteFileError, is_action_part, route_for_file
+from ..routing import RouteFileError, is_action_part, route_for_file, route_shape
 from .read import read_tool
 from .rules import check_registry
 
@@ -100,7 +100,7 @@ def _collisions(actions: list[ActionFile]) -> list[Problem]:
     seen: dict[tuple[str, str], ActionFile] = {}
     problems: list[Problem] = []
     for action in sorted(actions, key=lambda a: a.source):
-        key = (action.method, _shape(action.path))
+        key = (action.method, route_shape(action.path))
         first = seen.setdefault(key, action)
         if first is not action:
             message = (
@@ -109,8 +109,3 @@ def _collisions(actions: list[ActionFile]) -> list[Problem]:
             )
             problems.append(Problem(action.source, None, message))
     return problems
-
-
-def _shape(path: str) -> str:
-    """`/orders/{id}` and `/orders/{order}` are the same route to the router."""
-    return "/".join("{}" if s.startswith("{") else s for s in path.split("/"))

@@ -11,7 +11,6 @@ from urllib.parse import urlencode
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from ..context import Context
-from .middleware import request_session
 
 H = TypeVar("H", bound=Callable[[Context], Any])
 
@@ -74,6 +73,6 @@ def _refusal(ctx: Context) -> Response | None:
     here = (scope.get("raw_path") or scope["path"].encode()).split(b"?", 1)[0]
     if scope.get("query_string"):
         here += b"?" + scope["query_string"]
-    sign_in_path = request_session(ctx).sessions.sign_in_path
+    sign_in_path = ctx.options.sign_in_path
     query = urlencode({"next": here.decode("latin-1")})
     return RedirectResponse(f"{sign_in_path}?{query}", status_code=303)

@@ -21,8 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from ..errors import ConfigError
 from ..storage import Database
-from .store import DEFAULT_IDLE, DEFAULT_LIFETIME, create_session, delete_session, find_session
-from .throttle import RateLimit
+from .store import DEFAULT_LIFETIME, create_session, delete_session, find_session, is_session_id
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -43,7 +42,7 @@ def cookie_name(origin: str) -> str:
 class RequestSession:
     """One request's session, shared by reference even when a middleware copies the scope."""
 
-    sessions: SessionMiddleware
+    middleware: SessionMiddleware
     id: str | None
     user_id: str | None
     set_cookie: str | None = None
@@ -57,18 +56,9 @@ class SessionMiddleware:
         app: ASGIApp,
         db: Database,
         origin: str,
-        *,
-        idle: timedelta = DEFAULT_IDLE,
-        lifetime: timedelta = DEFAULT_LIFETIME,
-        sign_in_path: str = "/signin",
-        rate_limit: RateLimit | None = None,
     ) -> None:
         self.app = app
         self.db = db
-        self.idle = idle
-        self.lifetime = lifetime
-        self.sign_in_path = sign_in_path
-        self.rate_limit = rate_limit or RateLimit()
         self.cookie = cookie_name(origin)
         self._attributes = "; Path=/; HttpOnly; SameSite=Lax" + (
             "; Secure" if _is_https(origin) else ""
@@ -99,17 +89,17 @@ class SessionMiddleware:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)
         found = None
-        if 0 < len(presented) <= _MAX_ID_LENGTH:
+        if is_session_id(presented):
             found = await run_in_threadpool(find_session, self.db, presented)
         if found is None:
             return RequestSession(self, None, None, set_cookie=self.cookie_header(None))
         return RequestSession(self, found.id, found.user_id)
 
-    def cookie_header(self, session_id: str | None) -> str:
-        """A Set-Cookie value that issues ``session_id``, or clears the cookie for None."""
+    def cookie_header(self, session_id: str | None, lifetime: timedelta = DEFAULT_LIFETIME) -> str:
+        """A Set-Cookie value that issues ``session_id`` for ``lifetime``, or clears it for None."""
         if session_id is None:
             return f"{self.cookie}={self._attributes}; Max-Age=0"
-        max_age = int(self.lifetime.total_seconds())
+        max_age = int(lifetime.total_seconds())
         return f"{self.cookie}={session_id}{self._attributes}; Max-Age={max_age}"
 
 
@@ -120,13 +110,13 @@ def sign_in(ctx: Context, user_id: str | int) -> str:
     (session fixation) is worth nothing after it. Returns the new id.
     """
     state = request_session(ctx)
-    sessions = state.sessions
     if state.id is not None:
-        delete_session(sessions.db, state.id)
+        delete_session(ctx.db, state.id)
     user = str(user_id)
-    new_id = create_session(sessions.db, user, idle=sessions.idle, lifetime=sessions.lifetime)
+    idle, lifetime = ctx.options.session_idle, ctx.options.session_lifetime
+    new_id = create_session(ctx.db, user, idle=idle, lifetime=lifetime)
     _set(ctx, state, new_id, user)
-    state.set_cookie = sessions.cookie_header(new_id)
+    state.set_cookie = state.middleware.cookie_header(new_id, lifetime)
     return new_id
 
 
@@ -134,9 +124,9 @@ def sign_out(ctx: Context) -> None:
     """End the request's session: its row is deleted, so the old cookie is dead everywhere."""
     state = request_session(ctx)
     if state.id is not None:
-        delete_session(state.sessions.db, state.id)
+        delete_session(ctx.db, state.id)
     _set(ctx, state, None, None)
-    state.set_cookie = state.sessions.cookie_header(None)
+    state.set_cookie = state.middleware.cookie_header(None)
 
 
 def _set(ctx: Context, state: RequestSession, session_id: str | None, user_id: str | None) -> None:

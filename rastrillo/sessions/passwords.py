@@ -15,7 +15,6 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from . import throttle
-from .middleware import request_session
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -48,17 +47,16 @@ def check_password(ctx: Context, account: str, password: str, password_hash: str
     Raises :class:`TooManyAttempts` (with ``retry_after``) once either limit
     is used up, without checking the password at all.
     """
-    sessions = request_session(ctx).sessions
-    limit = sessions.rate_limit
+    limit = ctx.options.sign_in_rate_limit
     address = ctx.request.client.host if ctx.request.client else "unknown"
     limits = {
         throttle.account_key(account): limit.per_account,
         throttle.address_key(address): limit.per_address,
     }
-    throttle.take_attempt(sessions.db, limits, limit.window)
+    throttle.take_attempt(ctx.db, limits, limit.window)
     ok = verify_password(password_hash, password)
     if ok:
-        throttle.give_back(sessions.db, list(limits))
+        throttle.give_back(ctx.db, list(limits))
     return ok
 
 

@@ -9,6 +9,7 @@ moves forward as the session is used.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -61,6 +62,16 @@ class Session:
 
     id: str
     user_id: str
+
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+"""What a session id can look like (``secrets.token_urlsafe`` output, bounded); the one rule
+the session middleware and dispatch apply before any lookup."""
+
+
+def is_session_id(value: object) -> bool:
+    """Whether ``value`` could be a session id: a string wholly matching `SESSION_ID`."""
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
 def create_session(

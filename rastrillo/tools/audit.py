@@ -56,6 +56,7 @@ audit_table = Table(
     Column("status", Integer),
     Column("refusal_kind", String(64)),
     Column("refusal", Text),
+    Column("client", String(255)),
     Column("duration_ms", Float, nullable=False),
 )
 # One statement object, values bound per call: SQLAlchemy compiles it once.
@@ -86,6 +87,8 @@ class AuditRecord:
     """The refusal's class (``ConfirmRequired``, ``ApprovalInvalid``, …); None when it ran."""
     refusal: str | None = None
     """Why the call was refused (the error's class and message); None when it ran."""
+    client: str | None = None
+    """The agent's client (an MCP client's name), when the caller named one."""
     duration_ms: float = 0.0
 
     @property
@@ -115,6 +118,7 @@ def append(
     status: int | None,
     refusal: str | None,
     duration_ms: float,
+    client: str | None = None,
     durable: bool = False,
     agent: str | None = None,
     approval_path: str | None = None,
@@ -140,6 +144,7 @@ def append(
         status=status,
         refusal_kind=refusal_kind,
         refusal=refusal,
+        client=None if client is None else _text(client),
         duration_ms=duration_ms,
     )
     if durable:
@@ -202,6 +207,7 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
         status=row["status"],
         refusal_kind=row["refusal_kind"],
         refusal=row["refusal"],
+        client=row["client"],
         duration_ms=row["duration_ms"],
     )
 

@@ -40,6 +40,7 @@ __all__ = [
     "digest",
     "get",
     "redeem",
+    "redeem_identical",
     "request_approval",
 ]
 
@@ -56,7 +57,7 @@ approvals_table = Table(
     Column("actor", String(128), nullable=False),
     Column("agent", String(64)),
     Column("user_id", String(255), nullable=False, index=True),
-    Column("digest", String(64), nullable=False),
+    Column("digest", String(64), nullable=False, index=True),
     Column("status", String(16), nullable=False),
     Column("created_at", Instant, nullable=False),
     Column("expires_at", Instant, nullable=False),
@@ -242,6 +243,60 @@ def redeem(
         raise ApprovalInvalid(approval_id, "expired" if state == "approved" else state)
     assert record.decided_by is not None and record.decided_at is not None
     return Approval(id=approval_id, approved_by=record.decided_by, approved_at=record.decided_at)
+
+
+def redeem_identical(
+    db: Database,
+    *,
+    tool: str,
+    args: Mapping[str, str],
+    actor: str,
+    user_id: str,
+    sentence: str,
+) -> Approval | ApprovalRecord | None:
+    """For a write called without an approval id: the approval the identical call already has.
+
+    An approved, unused, unexpired approval of the identical call (same tool,
+    args, actor, user and sentence) is used, once, as :func:`redeem` would: the
+    use is one conditional UPDATE, so of concurrent identical calls exactly one
+    wins it, and the others go on as if it did not exist. Else a pending,
+    unexpired one is returned as it is, so the call names it again instead of
+    asking the human twice. None when there is neither.
+    """
+    wanted = digest(tool, args, actor, user_id, sentence)
+    now = db.clock.now()
+    same = (
+        approvals_table.c.digest == wanted,
+        approvals_table.c.user_id == user_id,
+        approvals_table.c.used_at.is_(None),
+        approvals_table.c.expires_at > now,
+    )
+    with db.read() as conn:
+        rows = conn.execute(
+            select(approvals_table)
+            .where(*same, approvals_table.c.status.in_(("approved", "pending")))
+            .order_by(approvals_table.c.created_at)
+        ).all()
+    pending: ApprovalRecord | None = None
+    for row in rows:
+        record = _record(row._mapping)
+        if record.status == "pending":
+            pending = pending or record
+            continue
+        with db.write() as conn:
+            won = conn.execute(
+                update(approvals_table)
+                .where(
+                    approvals_table.c.id == record.id, approvals_table.c.status == "approved", *same
+                )
+                .values(used_at=now)
+            ).rowcount
+        if won == 1:
+            assert record.decided_by is not None and record.decided_at is not None
+            return Approval(
+                id=record.id, approved_by=record.decided_by, approved_at=record.decided_at
+            )
+    return pending
 
 
 def _deciding_user(source: Request | Context | str) -> str | None:

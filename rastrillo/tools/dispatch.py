@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import anyio
 from starlette.datastructures import Headers
@@ -44,9 +44,9 @@ from rastrillo.registry.errors import (
     UnknownArg,
     UnknownTool,
 )
-from rastrillo.routing import path_params
+from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import Session, find_session
+from rastrillo.sessions.store import Session, find_session, is_session_id
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
@@ -73,7 +73,6 @@ class Target(Protocol):
 _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 # Call ids for calls without one: unique per process run, without a syscall per call.
 _RUN = secrets.token_hex(4)
 _SEQUENCE = itertools.count(1)
@@ -86,7 +85,8 @@ class Call:
     ``session`` is the session id (the session cookie's value) of the user the
     agent acts for; ``approval`` the id of the user's approval when re-calling
     a write; ``call_id`` the provider's tool-call id, kept in the audit log
-    (one made up when None).
+    (one made up when None); ``client`` the name of the agent's client (an MCP
+    client's, say), kept in the audit log too.
     """
 
     tool: str
@@ -95,6 +95,7 @@ class Call:
     session: str | None = None
     approval: str | None = None
     call_id: str | None = None
+    client: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             approval_id=approval_id,
             status=status,
             refusal=refusal,
+            client=call.client if isinstance(call.client, str) else None,
             duration_ms=(time.perf_counter() - started) * 1000,
             durable=approval is not None,  # an approved write ran: on disk before we return
             agent=_agent_name(call.actor),
@@ -249,7 +251,7 @@ def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")
     session = call.session
-    if session is not None and (not isinstance(session, str) or not _SESSION_ID.match(session)):
+    if session is not None and not is_session_id(session):
         raise BadActor("call.session is not a session id")
     found = find_session(app.db, session) if session is not None else None
     user_id = found.user_id if found is not None else None
@@ -267,11 +269,20 @@ def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
 
 
 def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
-    """Step 5: a write needs the user's approval of this exact call, used once."""
+    """Step 5: a write needs the user's approval of this exact call, used once.
+
+    Without ``call.approval``, the identical call's own approval counts: an
+    approved one is used, a pending one is named again; else a new one is asked.
+    """
     sentence = confirm_sentence(defn, call.args)
     actor = str(call.actor)
     if call.approval is None:
-        record = consent.request_approval(
+        found = consent.redeem_identical(
+            app.db, tool=defn.id, args=call.args, actor=actor, user_id=user_id, sentence=sentence
+        )
+        if isinstance(found, Approval):
+            return found
+        record = found or consent.request_approval(
             app.db,
             tool=defn.id,
             args=call.args,
@@ -296,10 +307,7 @@ def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
 async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
     """Send one request through ``app`` and collect the response."""
     params = set(path_params(defn.path))
-    raw_path = "/".join(
-        quote(call.args[seg[1:-1]], safe="") if seg.startswith("{") else seg
-        for seg in defn.path.split("/")
-    )
+    raw_path = fill_path(defn.path, call.args)
     rest = urlencode(sorted((k, v) for k, v in call.args.items() if k not in params)).encode()
     origin = urlsplit(app.origin)
     headers = [(b"host", origin.netloc.encode("idna"))]

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from rastrillo.cli.main import main
-from tests.support import free_port
+from tests.support import free_port, wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -62,14 +62,16 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for(base + "/", lambda r: r.status_code == 200)
+        mcp = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert mcp.status_code == 401  # a new app serves MCP, for agents with a token
+        assert "resource_metadata=" in mcp.headers["www-authenticate"]
         (app_dir / "actions" / "hello.GET.py").write_text(
             "def handle(ctx):\n    return ctx.text('hello v1')\n")
         _wait_for(base + "/hello", lambda r: r.text == "hello v1")
         broken = app_dir / "actions" / "broken.GET.py"
         broken.write_text("def handle(ctx):\n    return (\n")
-        time.sleep(1.5)
+        wait_until(lambda: "syntax error" in (tmp_path / "dev.log").read_text())
         assert httpx.get(base + "/hello").text == "hello v1"  # last good build still serves
-        assert "syntax error" in (tmp_path / "dev.log").read_text()
         broken.unlink()
         (app_dir / "actions" / "hello.GET.py").write_text(
             "def handle(ctx):\n    return ctx.text('hello v2')\n")

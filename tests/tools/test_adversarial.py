@@ -203,20 +203,19 @@ ATTEMPT = st.tuples(
 def test_a_stolen_or_replayed_approval_never_runs_a_call(f, sessions, attempts):
     """User 3 approved one exact call; another pending, and a declined one exist too."""
     exact = ("3", "concierge", {"id": "7", "reason": "dup"})
-    ids = {}
-    for name in ("this", "another", "declined", "pending"):
-        with pytest.raises(ConfirmRequired) as info:
-            run(
-                f.app,
-                f.defs,
-                Call(
-                    tool="orders_id_cancel_post",
-                    args=exact[2],
-                    actor=rastrillo.Actor.agent("concierge"),
-                    session=sessions["3"],
-                ),
-            )
-        ids[name] = info.value.approval_id
+    # Four proposals of the one exact call (an identical call names its pending one
+    # again, so they are recorded directly, as four separate proposals would be).
+    ids = {
+        name: consent.request_approval(
+            f.app.db,
+            tool="orders_id_cancel_post",
+            args=exact[2],
+            sentence="Cancel order 7? Its tickets go back on sale.",
+            actor="agent:concierge",
+            user_id="3",
+        ).id
+        for name in ("this", "another", "declined", "pending")
+    }
     consent.decide(f.app.db, "3", ids["this"], True)
     consent.decide(f.app.db, "3", ids["another"], True)
     consent.decide(f.app.db, "3", ids["declined"], False)

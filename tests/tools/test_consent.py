@@ -316,3 +316,69 @@ def test_of_50_redemptions_in_threads_exactly_one_runs(f):
         outcomes = list(pool.map(one, range(50)))
     assert outcomes.count(303) == 1 and outcomes.count("used") == 49
     assert len(f.ran("cancel")) == 1
+
+
+def test_the_identical_call_redeems_its_approval_once(f):
+    session = f.session("3")
+    pending = propose(f, session)
+    assert propose(f, session).approval_id == pending.approval_id  # named again, not duplicated
+    consent.decide(f.app.db, "3", pending.approval_id, True)
+    assert cancel(f, session).status == 303  # no approval id: the identical call's own
+    [seen] = f.ran("cancel")
+    assert seen["actor"].approval.id == pending.approval_id
+    assert consent.get(f.app.db, pending.approval_id).used_at is not None
+    again = propose(f, session)  # used: the next identical call asks anew
+    assert again.approval_id != pending.approval_id
+    assert len(f.ran("cancel")) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"args": {"id": "8", "reason": "dup"}},
+        {"args": {"id": "7", "reason": "other"}},
+        {"actor": rastrillo.Actor.agent("other")},
+        {"user": "4"},
+    ],
+)
+def test_an_approval_is_redeemed_only_by_the_identical_call(f, change):
+    pending = propose(f, f.session("3"))
+    consent.decide(f.app.db, "3", pending.approval_id, True)
+    user = change.pop("user", "3")
+    other = propose(f, f.session(user), **change)
+    assert other.approval_id != pending.approval_id
+    assert f.seen == []
+    assert consent.get(f.app.db, pending.approval_id).used_at is None
+
+
+@pytest.mark.parametrize("state", ["declined", "expired"])
+def test_a_declined_or_expired_approval_is_not_reused(tmp_path, state):
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app.db, "3", pending.approval_id, state != "declined")
+    if state == "expired":
+        clock.advance(11 * 60)
+        session = f.session("3")
+    assert propose(f, session).approval_id != pending.approval_id
+    assert f.seen == []
+
+
+def test_of_concurrent_identical_calls_exactly_one_redeems(f):
+    from concurrent.futures import ThreadPoolExecutor
+
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
+
+    def one(_: int) -> object:
+        try:
+            return cancel(f, session).status
+        except ConfirmRequired:
+            return "asked again"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(one, range(16)))
+    assert outcomes.count(303) == 1 and outcomes.count("asked again") == 15
+    assert len(f.ran("cancel")) == 1

@@ -3,7 +3,8 @@
 
 from pathlib import Path
 
-from rastrillo.routing import Route, load_handle
+from rastrillo.loader import load_handle
+from rastrillo.routing import Route
 
 _APP_DIR = Path(__file__).resolve().parent.parent
 

@@ -12,6 +12,7 @@ OPTIONS = rastrillo.Options(
     db="app.db",
     version="0.1.0",
     security_headers=True,
+    mcp=True,  # agents connect at /mcp; each write waits for the user (docs/mcp.md)
 )
 
 if __name__ == "__main__":

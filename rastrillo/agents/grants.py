@@ -1,0 +1,403 @@
+"""Agent grants and their tokens: who may act for whom, as which named agent.
+
+A grant is one user's permission for one MCP client to act for them as one
+named agent: the user, the agent name, the client (its name, and its OAuth
+client id when it has one), when it was created, last used and revoked. A
+grant is obtained either through OAuth (access and refresh tokens) or from the
+user's own agents page (a personal access token, for an agent that cannot do
+OAuth); either way the tokens belong to the grant, and revoking the grant
+kills every one of them on their next use.
+
+Tokens are random (256 bits) and shown exactly once, when issued: the tables
+keep only their SHA-256 digests, so a leaked database hands out nothing, and
+nothing here logs a token. Every token expires: an access token after an hour,
+a refresh token after 30 days (used once: presenting it a second time revokes
+the whole grant), a personal token after 30 days unless the user asks for
+another lifetime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Index,
+    String,
+    Table,
+    bindparam,
+    delete,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, RowMapping
+
+from rastrillo.actor import Actor
+from rastrillo.storage import METADATA, Database, Instant
+
+__all__ = [
+    "ACCESS_TTL",
+    "PERSONAL_TTL",
+    "REFRESH_TTL",
+    "Grant",
+    "GrantError",
+    "Tokens",
+    "authenticate",
+    "create_grant",
+    "get_grant",
+    "issue_tokens",
+    "list_grants",
+    "personal_token",
+    "refresh_grant",
+    "revoke",
+    "revoke_token",
+    "rotate_refresh",
+]
+
+ACCESS_TTL = timedelta(hours=1)
+REFRESH_TTL = timedelta(days=30)
+PERSONAL_TTL = timedelta(days=30)
+PERSONAL_CLIENT = "personal token"
+"""The client name of a grant made on the agents page."""
+
+Kind = Literal["access", "refresh", "personal"]
+# A prefix per kind lets a person (and a secret scanner) tell a leaked token
+# for what it is; the random part is 43 characters of base64url (256 bits).
+_PREFIX: dict[Kind, str] = {"access": "rst_at_", "refresh": "rst_rt_", "personal": "rst_pt_"}
+_TOKEN = re.compile(r"rst_(?:at|rt|pt)_[A-Za-z0-9_-]{43}")
+_CLIENT_MAX = 100
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# "Last used" is for a person reading the agents page: a write at most once a
+# minute per grant keeps a busy agent from writing on every call.
+_TOUCH_EVERY = timedelta(minutes=1)
+
+grants_table = Table(
+    "rastrillo_agent_grants",
+    METADATA,
+    Column("id", String(64), primary_key=True),
+    Column("user_id", String(255), nullable=False),
+    Column("agent", String(64), nullable=False),
+    Column("client", String(255), nullable=False),
+    Column("client_id", String(255)),
+    Column("created_at", Instant, nullable=False),
+    Column("last_used_at", Instant),
+    Column("revoked_at", Instant),
+    Index("rastrillo_agent_grants_user", "user_id"),
+)
+
+tokens_table = Table(
+    "rastrillo_agent_tokens",
+    METADATA,
+    Column("digest", String(64), primary_key=True),
+    Column(
+        "grant_id",
+        String(64),
+        ForeignKey("rastrillo_agent_grants.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("kind", String(16), nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("expires_at", Instant, nullable=False),
+    Column("used_at", Instant),
+    Index("rastrillo_agent_tokens_grant", "grant_id"),
+)
+
+# Built once: a token is looked up on every MCP request.
+_FIND_TOKEN = (
+    select(
+        grants_table,
+        tokens_table.c.grant_id,
+        tokens_table.c.kind,
+        tokens_table.c.expires_at,
+        tokens_table.c.used_at,
+    )
+    .join(grants_table, grants_table.c.id == tokens_table.c.grant_id)
+    .where(tokens_table.c.digest == bindparam("digest"))
+)
+
+
+class GrantError(ValueError):
+    """A grant cannot be made as asked (a bad agent name, say); the message says why."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One user's permission for one client to act for them as one named agent."""
+
+    id: str
+    """Public (not a secret): names the grant on the agents page and in revocation."""
+    user_id: str
+    agent: str
+    client: str
+    """The client's name as it gave it (untrusted text: escape it where shown)."""
+    client_id: str | None
+    """The OAuth client id; None for a personal token."""
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @property
+    def actor(self) -> Actor:
+        """The agent this grant acts as (``Actor.agent(agent)``)."""
+        return Actor.agent(self.agent)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A newly issued access token and refresh token: the only time they exist in clear."""
+
+    grant: Grant
+    access_token: str
+    access_expires_at: datetime
+    refresh_token: str
+    refresh_expires_at: datetime
+
+    def __repr__(self) -> str:  # never print a token by accident
+        return f"Tokens(grant={self.grant.id!r}, access_token=..., refresh_token=...)"
+
+
+def create_grant(
+    db: Database, *, user_id: str | int, agent: str, client: str, client_id: str | None = None
+) -> Grant:
+    """Record a new grant (no token yet: see :func:`issue_tokens`, :func:`personal_token`).
+
+    ``agent`` must be a valid agent name (letters, digits, ``_``, ``.``, ``-``;
+    at most 64); ``client`` is the client's name, kept printable and short.
+    """
+    if not Actor.agent(agent).is_named_agent:
+        raise GrantError(
+            f"agent name {agent!r} is not valid: use letters, digits, '_', '.' or '-' "
+            "(up to 64, starting with a letter or digit)"
+        )
+    row = {
+        "id": secrets.token_urlsafe(16),
+        "user_id": str(user_id),
+        "agent": agent,
+        "client": _printable(client) or "unnamed client",
+        "client_id": client_id,
+        "created_at": db.clock.now(),
+        "last_used_at": None,
+        "revoked_at": None,
+    }
+    with db.write() as conn:
+        conn.execute(grants_table.insert().values(**row))
+    return _grant(row)
+
+
+def issue_tokens(
+    db: Database,
+    grant_id: str,
+    *,
+    access_ttl: timedelta = ACCESS_TTL,
+    refresh_ttl: timedelta = REFRESH_TTL,
+) -> Tokens:
+    """A new access token and refresh token for a live grant.
+
+    Raises :class:`GrantError` when the grant does not exist or was revoked.
+    """
+    now = db.clock.now()
+    with db.write() as conn:
+        grant = _live_grant(conn, grant_id)
+        access = _insert_token(conn, grant_id, "access", now, access_ttl)
+        refresh = _insert_token(conn, grant_id, "refresh", now, refresh_ttl)
+        conn.execute(delete(tokens_table).where(tokens_table.c.expires_at <= now))
+    return Tokens(grant, access, now + access_ttl, refresh, now + refresh_ttl)
+
+
+def personal_token(
+    db: Database, *, user_id: str | int, agent: str, ttl: timedelta = PERSONAL_TTL
+) -> tuple[Grant, str, datetime]:
+    """A new grant for ``agent`` with one personal access token: (grant, token, expiry).
+
+    Show the token to the user once; it cannot be read back.
+    """
+    grant = create_grant(db, user_id=user_id, agent=agent, client=PERSONAL_CLIENT)
+    now = db.clock.now()
+    with db.write() as conn:
+        token = _insert_token(conn, grant.id, "personal", now, ttl)
+    return grant, token, now + ttl
+
+
+def authenticate(db: Database, token: str) -> Grant | None:
+    """The live grant an access or personal token belongs to; None for anything else.
+
+    Refused (None): a malformed, unknown or expired token, a refresh token, and
+    any token of a revoked grant — revocation holds from the next call on.
+    Notes the grant's last use (at most once a minute).
+    """
+    row = _find(db, token)
+    now = db.clock.now()
+    if row is None or row["kind"] == "refresh" or not _usable(row, now):
+        return None
+    last = row["last_used_at"]
+    if last is None or now - last >= _TOUCH_EVERY:
+        with db.write() as conn:
+            conn.execute(
+                update(grants_table)
+                .where(grants_table.c.id == row["grant_id"])
+                .values(last_used_at=now)
+            )
+        row = {**row, "last_used_at": now}
+    return _grant(row)
+
+
+def refresh_grant(db: Database, refresh_token: str) -> Grant | None:
+    """The live grant of an unused, unexpired refresh token, without using it; else None.
+
+    A refresh token that was already used is a replay (the token leaked, or the
+    client and an attacker both hold it): its grant is revoked, and None
+    returned.
+    """
+    row = _find(db, refresh_token)
+    if row is None or row["kind"] != "refresh":
+        return None
+    if row["used_at"] is not None:
+        revoke(db, row["grant_id"])
+        return None
+    return _grant(row) if _usable(row, db.clock.now()) else None
+
+
+def rotate_refresh(
+    db: Database,
+    refresh_token: str,
+    *,
+    access_ttl: timedelta = ACCESS_TTL,
+    refresh_ttl: timedelta = REFRESH_TTL,
+) -> Tokens | None:
+    """Use a refresh token once: new tokens for its grant, or None.
+
+    The use is one conditional UPDATE, so of two concurrent rotations exactly
+    one wins; the loser, like any second use, revokes the grant. Unknown,
+    expired or revoked → None.
+    """
+    grant = refresh_grant(db, refresh_token)
+    if grant is None:
+        return None
+    now = db.clock.now()
+    with db.write() as conn:
+        won = conn.execute(
+            update(tokens_table)
+            .where(
+                tokens_table.c.digest == _digest(refresh_token),
+                tokens_table.c.kind == "refresh",
+                tokens_table.c.used_at.is_(None),
+                tokens_table.c.expires_at > now,
+            )
+            .values(used_at=now)
+        ).rowcount
+        if won:
+            grant = _live_grant(conn, grant.id)
+            access = _insert_token(conn, grant.id, "access", now, access_ttl)
+            refresh = _insert_token(conn, grant.id, "refresh", now, refresh_ttl)
+            return Tokens(grant, access, now + access_ttl, refresh, now + refresh_ttl)
+    refresh_grant(db, refresh_token)  # lost the race: a second use, which revokes
+    return None
+
+
+def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> bool:
+    """Revoke a grant and so every token of it; True when this call revoked it.
+
+    With ``user_id``, only that user's grant (the agents page passes the signed-in
+    user, so one user cannot revoke another's grant by its id).
+    """
+    condition = [grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)]
+    if user_id is not None:
+        condition.append(grants_table.c.user_id == str(user_id))
+    now = db.clock.now()
+    with db.write() as conn:
+        done = conn.execute(update(grants_table).where(*condition).values(revoked_at=now))
+        if done.rowcount:
+            conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == grant_id))
+    return bool(done.rowcount)
+
+
+def revoke_token(db: Database, token: str) -> bool:
+    """Revoke the grant any token of it belongs to (OAuth token revocation)."""
+    row = _find(db, token)
+    return row is not None and revoke(db, row["grant_id"])
+
+
+def get_grant(db: Database, grant_id: str) -> Grant | None:
+    """The grant with this id, revoked or not; None when there is none."""
+    with db.read() as conn:
+        row = conn.execute(select(grants_table).where(grants_table.c.id == grant_id)).first()
+    return None if row is None else _grant(row._mapping)
+
+
+def list_grants(
+    db: Database, user_id: str | int | None = None, *, include_revoked: bool = False
+) -> list[Grant]:
+    """Grants, newest first: one user's, or everyone's (for an operator)."""
+    query = select(grants_table).order_by(grants_table.c.created_at.desc(), grants_table.c.id)
+    if user_id is not None:
+        query = query.where(grants_table.c.user_id == str(user_id))
+    if not include_revoked:
+        query = query.where(grants_table.c.revoked_at.is_(None))
+    with db.read() as conn:
+        return [_grant(row._mapping) for row in conn.execute(query)]
+
+
+def _find(db: Database, token: str) -> RowMapping | None:
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        return None
+    with db.read() as conn:
+        row = conn.execute(_FIND_TOKEN, {"digest": _digest(token)}).first()
+    return None if row is None else row._mapping
+
+
+def _usable(row: RowMapping, now: datetime) -> bool:
+    return row["revoked_at"] is None and now < row["expires_at"]
+
+
+def _live_grant(conn: Connection, grant_id: str) -> Grant:
+    row = conn.execute(
+        select(grants_table).where(
+            grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)
+        )
+    ).first()
+    if row is None:
+        raise GrantError("the grant does not exist or was revoked")
+    return _grant(row._mapping)
+
+
+def _insert_token(
+    conn: Connection, grant_id: str, kind: Kind, now: datetime, ttl: timedelta
+) -> str:
+    token = _PREFIX[kind] + secrets.token_urlsafe(32)
+    conn.execute(
+        tokens_table.insert().values(
+            digest=_digest(token),
+            grant_id=grant_id,
+            kind=kind,
+            created_at=now,
+            expires_at=now + ttl,
+        )
+    )
+    return token
+
+
+def _grant(row: Any) -> Grant:
+    return Grant(
+        id=row["id"],
+        user_id=row["user_id"],
+        agent=row["agent"],
+        client=row["client"],
+        client_id=row["client_id"],
+        created_at=row["created_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+def _printable(text: str) -> str:
+    return _UNPRINTABLE.sub("\ufffd", text.strip())[:_CLIENT_MAX]
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("ascii")).hexdigest()

@@ -1,0 +1,388 @@
+"""``/mcp``: the app's tools for any MCP client, on the official ``mcp`` SDK.
+
+Streamable HTTP, protocol revisions 2025-06-18, 2025-11-25 and 2026-07-28, the
+SDK's server, transport, bearer-token middleware and request-state sealing.
+What this module adds is the mapping: ``tools/list`` is the registry in the
+``mcp`` format, and ``tools/call`` is :func:`rastrillo.tools.dispatch` as the
+grant's agent for the grant's user, so everything that holds for dispatch —
+the same handler, middleware, guards, consent and audit rows — holds here.
+
+The credential is the bearer token of a grant (:mod:`rastrillo.agents.grants`)
+and nothing else: ``/mcp`` is answered outside the app's session and CSRF
+middleware, so a cookie is never read there. A request whose ``Origin`` is
+present and is not the app's is refused (DNS rebinding); no ``Origin`` — as
+the official clients send — is fine.
+
+A write is proposed, not run, until the user approved that exact call in their
+own browser. A client on 2026-07-28 that can open a URL gets an
+input-required result: a URL-mode elicitation naming the approval page, and a
+request state (sealed by the SDK, bound to this call and this grant) whose
+retry redeems the approval. Any other client gets an ``isError`` result that
+gives the sentence and the approval URL and says to call again with the same
+arguments once approved; the identical call then redeems the approval (see
+:func:`rastrillo.tools.consent.redeem_identical`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.request_state import (
+    AESGCMRequestStateCodec,
+    InvalidRequestState,
+    RequestStateBoundary,
+    RequestStateSecurity,
+)
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import AnyHttpUrl, ConfigDict
+from sqlalchemy import Column, String, Table, select
+from sqlalchemy.exc import IntegrityError
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rastrillo.actor import Actor
+from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
+from rastrillo.csrf import canonical_origin
+from rastrillo.errors import ConfigError
+from rastrillo.registry.declare import ToolDef
+from rastrillo.registry.errors import ApprovalInvalid, BadActor, ConfirmRequired, ToolError
+from rastrillo.registry.schemas import schemas
+from rastrillo.sessions.store import create_session
+from rastrillo.storage import METADATA, Database
+from rastrillo.tools import consent
+from rastrillo.tools.dispatch import Call, Result, dispatch
+
+__all__ = ["APPROVAL_META", "McpEndpoint", "state_key"]
+
+
+APPROVAL_META = "rastrillo/approval"
+"""The ``_meta`` key of a write waiting for approval: ``{"id", "url"}``."""
+_ELICITATION_KEY = "approval"
+_STATE_KEY = "mcp-request-state"
+
+keys_table = Table(
+    "rastrillo_keys",
+    METADATA,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(255), nullable=False),
+)
+
+
+class GrantToken(AccessToken):
+    """The SDK's access token, carrying the grant it authenticates."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    grant: grants.Grant
+
+
+class _GrantVerifier:
+    """The SDK's ``TokenVerifier``, backed by the grant store (in a thread: it reads the db)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        grant = await anyio.to_thread.run_sync(grants.authenticate, self.db, token)
+        if grant is None:
+            return None
+        # The principal the SDK binds request state (and sessions) to is this grant.
+        return GrantToken(
+            token="", client_id=grant.id, subject=grant.user_id, scopes=[], grant=grant
+        )
+
+
+@dataclass
+class _Settings:
+    app: Any
+    """The app's ASGI app, the one dispatch sends calls through."""
+    defs: Sequence[ToolDef]
+    db: Database
+    origin: str
+
+
+class McpEndpoint:
+    """The ASGI app answering ``/mcp``; run :meth:`running` around serving (the lifespan)."""
+
+    def __init__(
+        self,
+        app: Any,
+        defs: Sequence[ToolDef],
+        db: Database,
+        origin: str,
+        *,
+        name: str,
+        version: str,
+        state_ttl: float = 600.0,
+    ) -> None:
+        self._settings = _Settings(app, list(defs), db, canonical_origin(origin))
+        self._tools = [types.Tool.model_validate(t) for t in schemas(defs, "mcp")]
+        self._schemas = {t.name: t.input_schema for t in self._tools}
+        self._sessions: dict[str, str] = {}
+        server: Server[Any] = Server(
+            name,
+            version=version,
+            instructions=(
+                "Tools of this app, acting for the user who granted this connection. Reads "
+                "run at once; a write runs only after the user approved that exact call in "
+                "their browser."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=self._schemas.get,
+        )
+        self._codec = _StateCodec()
+        security = RequestStateSecurity(codec=self._codec, ttl=state_ttl, bind_principal=_principal)
+        server.middleware.append(
+            RequestStateBoundary(security, default_audience=self._settings.origin + MCP_PATH)
+        )
+        self._manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
+        metadata = AnyHttpUrl(self._settings.origin + RESOURCE_METADATA_PATH)
+        protected: ASGIApp = RequireAuthMiddleware(self._manager.handle_request, [], metadata)
+        self._asgi: ASGIApp = AuthenticationMiddleware(
+            AuthContextMiddleware(protected), backend=BearerAuthBackend(_GrantVerifier(db))
+        )
+        self._started = False
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The SDK's session manager, started for as long as the app serves."""
+        self._codec.load(await anyio.to_thread.run_sync(state_key, self._settings.db))
+        async with self._manager.run():
+            self._started = True
+            try:
+                yield
+            finally:
+                self._started = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origin = _header(scope, b"origin")
+        if origin is not None and _same_origin(origin, self._settings.origin) is False:
+            await PlainTextResponse("Forbidden: foreign Origin", 403)(scope, receive, send)
+            return
+        if not self._started:
+            await PlainTextResponse("MCP is not started: serve the app with its lifespan", 503)(
+                scope, receive, send
+            )
+            return
+        await self._asgi(scope, receive, send)
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self._tools)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        grant = _grant_of(ctx)
+        approval = params.request_state  # unsealed by the SDK: ours, for this call and grant
+        declined = _declined_elicitation(params.input_responses)
+        try:
+            result = await self._dispatch(grant, params.name, params.arguments or {}, approval)
+        except ConfirmRequired as pending:
+            if _can_elicit_url(ctx):
+                if declined is not None:
+                    return _refusal(
+                        f"Not run: the user chose {declined!r} instead of opening the approval "
+                        f"page. {pending.sentence} still waits at {pending.url} until it expires."
+                    )
+                return _input_required(pending)
+            return _approval_needed(pending)
+        except ApprovalInvalid as exc:
+            if exc.reason == "pending" and declined is None and _can_elicit_url(ctx):
+                record = await anyio.to_thread.run_sync(consent.get, self._settings.db, approval)
+                if record is not None:
+                    return _input_required(
+                        ConfirmRequired(
+                            record.tool,
+                            record.sentence,
+                            record.id,
+                            self._settings.origin + record.url,
+                        )
+                    )
+            return _refusal(str(exc))
+        except ToolError as exc:
+            return _refusal(str(exc))
+        return _result(result)
+
+    async def _dispatch(
+        self, grant: grants.Grant, tool: str, args: Mapping[str, Any], approval: str | None
+    ) -> Result:
+        settings = self._settings
+        actor = Actor(human=False, name=grant.agent, user_id=grant.user_id)
+        for attempt in (1, 2):
+            session = await self._session(grant, fresh=attempt == 2)
+            call = Call(
+                tool=tool,
+                args=args,
+                actor=actor,
+                session=session,
+                approval=approval,
+                client=grant.client,
+            )
+            try:
+                return await dispatch(settings.app, settings.defs, call)
+            except BadActor:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _session(self, grant: grants.Grant, *, fresh: bool) -> str:
+        """A session of the grant's user for its calls, kept in this process's memory only.
+
+        A dispatched call carries the session of the user it acts for; a grant
+        has none of its own, so it gets one here (the table keeps its digest).
+        When the user's sessions were ended, the next call makes another.
+        """
+        session = self._sessions.get(grant.id)
+        if session is None or fresh:
+            session = await anyio.to_thread.run_sync(
+                create_session, self._settings.db, grant.user_id
+            )
+            self._sessions[grant.id] = session
+        return session
+
+
+def _grant_of(ctx: ServerRequestContext[Any]) -> grants.Grant:
+    user = ctx.request.scope.get("user") if ctx.request is not None else None
+    if not isinstance(user, AuthenticatedUser) or not isinstance(user.access_token, GrantToken):
+        raise RuntimeError("an /mcp request reached a tool without a grant")
+    return user.access_token.grant
+
+
+def _can_elicit_url(ctx: ServerRequestContext[Any]) -> bool:
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
+
+
+def _declined_elicitation(responses: Mapping[str, Any] | None) -> str | None:
+    answer = (responses or {}).get(_ELICITATION_KEY)
+    if isinstance(answer, types.ElicitResult) and answer.action != "accept":
+        return answer.action
+    return None
+
+
+def _input_required(pending: ConfirmRequired) -> types.InputRequiredResult:
+    elicit = types.ElicitRequest(
+        params=types.ElicitRequestURLParams(message=pending.sentence, url=pending.url)
+    )
+    return types.InputRequiredResult(
+        input_requests={_ELICITATION_KEY: elicit}, request_state=pending.approval_id
+    )
+
+
+def _approval_needed(pending: ConfirmRequired) -> types.CallToolResult:
+    text = (
+        f"Not run yet: this change needs the user's approval. {pending.sentence}\n"
+        f"Ask the user to approve it at {pending.url} and then call {pending.tool} again "
+        "with the same arguments; it runs once, after they approve."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        is_error=True,
+        _meta={APPROVAL_META: {"id": pending.approval_id, "url": pending.url}},
+    )
+
+
+def _refusal(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _result(result: Result) -> types.CallToolResult:
+    text = result.text
+    if not text:
+        location = result.headers.get("location")
+        text = f"HTTP {result.status}" + (f", Location: {location}" if location else "")
+    structured = None
+    if result.headers.get("content-type", "").startswith("application/json"):
+        try:
+            body = result.json()
+        except ValueError:
+            body = None
+        structured = body if isinstance(body, dict) else None
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        structured_content=structured,
+        is_error=result.status >= 400,
+    )
+
+
+class _StateCodec:
+    """The SDK's AES-GCM request-state codec under the app's key, loaded at startup."""
+
+    def __init__(self) -> None:
+        self._codec: AESGCMRequestStateCodec | None = None
+
+    def load(self, key: bytes) -> None:
+        self._codec = AESGCMRequestStateCodec([key])
+
+    def seal(self, payload: bytes) -> str:
+        if self._codec is None:
+            raise InvalidRequestState("no key yet")
+        return self._codec.seal(payload)
+
+    def unseal(self, token: str) -> bytes:
+        if self._codec is None:
+            raise InvalidRequestState("no key yet")
+        return self._codec.unseal(token)
+
+
+def state_key(db: Database) -> bytes:
+    """The key that seals request state, the same for every process of the app.
+
+    Made at random by the first process that needs it and kept in the database,
+    so a client's retry may reach any process. Holding it lets one forge a
+    request state, which names an approval and nothing more: redeeming it still
+    needs the user's approval of that exact call, for that grant's user and agent.
+    """
+    find = select(keys_table.c.value).where(keys_table.c.name == _STATE_KEY)
+    with db.read() as conn:
+        key = conn.execute(find).scalar()
+    if key is None:
+        try:
+            with db.write() as conn:
+                made = secrets.token_hex(32)
+                conn.execute(keys_table.insert().values(name=_STATE_KEY, value=made))
+        except IntegrityError:
+            pass  # another process made it first
+        with db.read() as conn:
+            key = conn.execute(find).scalar_one()
+    return bytes.fromhex(key)
+
+
+def _principal(ctx: ServerRequestContext[Any]) -> str:
+    return _grant_of(ctx).id
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _same_origin(origin: str, ours: str) -> bool:
+    try:
+        return canonical_origin(origin) == ours
+    except ConfigError:
+        return False

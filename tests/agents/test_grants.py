@@ -1,0 +1,217 @@
+"""Agent grants and tokens, on SQLite and on PostgreSQL: digests only, expiry, revocation."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from rastrillo.agents import grants
+from rastrillo.agents.grants import GrantError
+from rastrillo.storage import Database
+from rastrillo.testing import ManualClock
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(datetime.now(UTC))
+
+
+@pytest.fixture
+def db(db_url, clock):
+    database = Database(db_url, clock=clock)
+    database.open()
+    yield database
+    database.dispose()
+
+
+def oauth_grant(db: Database, user: str = "3", agent: str = "claude") -> grants.Grant:
+    return grants.create_grant(
+        db, user_id=user, agent=agent, client="Claude Code", client_id="client-1"
+    )
+
+
+def test_tokens_are_stored_only_as_digests_and_never_logged(db, caplog):
+    caplog.set_level(logging.DEBUG)
+    grant = oauth_grant(db)
+    tokens = grants.issue_tokens(db, grant.id)
+    _, personal, _ = grants.personal_token(db, user_id=3, agent="openai")
+    secrets_ = [tokens.access_token, tokens.refresh_token, personal]
+    assert all(len(t) >= 43 + 7 for t in secrets_) and len(set(secrets_)) == 3
+    with db.read() as conn:
+        dump = repr(
+            [
+                list(r)
+                for t in (grants.tokens_table, grants.grants_table)
+                for r in conn.execute(t.select())
+            ]
+        )
+    for token in secrets_:
+        assert token not in dump and token[7:] not in dump
+        assert token not in caplog.text
+    assert tokens.access_token not in repr(tokens)
+
+
+def test_an_access_token_authenticates_its_grant_and_notes_the_use(db, clock):
+    grant = oauth_grant(db)
+    assert grant.last_used_at is None
+    tokens = grants.issue_tokens(db, grant.id)
+    found = grants.authenticate(db, tokens.access_token)
+    assert found is not None
+    assert (found.id, found.user_id, found.agent, found.client, found.client_id) == (
+        grant.id,
+        "3",
+        "claude",
+        "Claude Code",
+        "client-1",
+    )
+    assert str(found.actor) == "agent:claude"
+    assert grants.get_grant(db, grant.id).last_used_at == clock.now()
+    clock.advance(timedelta(seconds=30).total_seconds())  # touched at most once a minute
+    grants.authenticate(db, tokens.access_token)
+    assert grants.get_grant(db, grant.id).last_used_at == clock.now() - timedelta(seconds=30)
+    clock.advance(timedelta(seconds=31).total_seconds())
+    grants.authenticate(db, tokens.access_token)
+    assert grants.get_grant(db, grant.id).last_used_at == clock.now()
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "",
+        "Bearer x",
+        "rst_at_",
+        "rst_at_" + "A" * 42,
+        "rst_at_" + "A" * 43,
+        "rst_at_" + "A" * 44,
+        "rst_xx_" + "A" * 43,
+        "rst_at_" + "A" * 42 + "\n",
+        "rst_at_" + "A" * 42 + "é",
+    ],
+)
+def test_anything_but_an_issued_token_is_refused(db, token):
+    grants.issue_tokens(db, oauth_grant(db).id)
+    assert grants.authenticate(db, token) is None
+    assert grants.refresh_grant(db, token) is None
+    assert grants.rotate_refresh(db, token) is None
+    assert grants.revoke_token(db, token) is False
+
+
+def test_a_trailing_newline_on_a_real_token_is_refused(db):
+    tokens = grants.issue_tokens(db, oauth_grant(db).id)
+    assert grants.authenticate(db, tokens.access_token + "\n") is None
+    assert grants.authenticate(db, tokens.access_token[:-1]) is None
+
+
+def test_tokens_expire_access_after_an_hour_refresh_after_30_days(db, clock):
+    tokens = grants.issue_tokens(db, oauth_grant(db).id)
+    assert tokens.access_expires_at == clock.now() + timedelta(hours=1)
+    assert tokens.refresh_expires_at == clock.now() + timedelta(days=30)
+    clock.advance(timedelta(minutes=59, seconds=59).total_seconds())
+    assert grants.authenticate(db, tokens.access_token) is not None
+    clock.advance(timedelta(seconds=1).total_seconds())
+    assert grants.authenticate(db, tokens.access_token) is None
+    clock.advance((timedelta(days=30) - timedelta(hours=1, seconds=1)).total_seconds())
+    assert grants.refresh_grant(db, tokens.refresh_token) is not None
+    clock.advance(timedelta(seconds=1).total_seconds())
+    assert grants.refresh_grant(db, tokens.refresh_token) is None
+    assert grants.rotate_refresh(db, tokens.refresh_token) is None
+
+
+def test_a_refresh_token_is_not_an_access_token_and_vice_versa(db):
+    tokens = grants.issue_tokens(db, oauth_grant(db).id)
+    assert grants.authenticate(db, tokens.refresh_token) is None
+    assert grants.refresh_grant(db, tokens.access_token) is None
+    assert grants.rotate_refresh(db, tokens.access_token) is None
+
+
+def test_refresh_rotates_and_a_second_use_revokes_the_grant(db):
+    grant = oauth_grant(db)
+    first = grants.issue_tokens(db, grant.id)
+    second = grants.rotate_refresh(db, first.refresh_token)
+    assert second is not None and second.grant.id == grant.id
+    assert grants.authenticate(db, second.access_token).id == grant.id
+    assert grants.authenticate(db, first.access_token).id == grant.id  # until it expires
+    assert grants.rotate_refresh(db, first.refresh_token) is None  # replay
+    assert grants.get_grant(db, grant.id).revoked_at is not None
+    for token in (first.access_token, second.access_token):
+        assert grants.authenticate(db, token) is None
+    assert grants.rotate_refresh(db, second.refresh_token) is None
+
+
+def test_of_concurrent_rotations_one_wins_and_the_grant_is_then_revoked(db):
+    grant = oauth_grant(db)
+    tokens = grants.issue_tokens(db, grant.id)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(
+            pool.map(lambda _: grants.rotate_refresh(db, tokens.refresh_token), range(8))
+        )
+    winners = [r for r in results if r is not None]
+    assert len(winners) <= 1
+    assert grants.get_grant(db, grant.id).revoked_at is not None
+    assert grants.authenticate(db, tokens.access_token) is None
+
+
+def test_revocation_holds_on_the_next_call_and_only_for_the_owner(db):
+    grant = oauth_grant(db, user="3")
+    tokens = grants.issue_tokens(db, grant.id)
+    assert grants.authenticate(db, tokens.access_token) is not None
+    assert grants.revoke(db, grant.id, user_id="4") is False  # another user's grant
+    assert grants.authenticate(db, tokens.access_token) is not None
+    assert grants.revoke(db, grant.id, user_id=3) is True
+    assert grants.authenticate(db, tokens.access_token) is None
+    assert grants.refresh_grant(db, tokens.refresh_token) is None
+    assert grants.revoke(db, grant.id) is False  # already revoked
+    with pytest.raises(GrantError):
+        grants.issue_tokens(db, grant.id)
+
+
+def test_revoke_token_revokes_its_whole_grant(db):
+    grant = oauth_grant(db)
+    tokens = grants.issue_tokens(db, grant.id)
+    assert grants.revoke_token(db, tokens.refresh_token) is True
+    assert grants.authenticate(db, tokens.access_token) is None
+
+
+def test_a_personal_token_is_a_grant_of_its_own(db, clock):
+    grant, token, expires = grants.personal_token(
+        db, user_id="3", agent="openai", ttl=timedelta(days=7)
+    )
+    assert expires == clock.now() + timedelta(days=7)
+    assert (grant.client, grant.client_id, grant.agent) == ("personal token", None, "openai")
+    assert grants.authenticate(db, token).id == grant.id
+    assert grants.refresh_grant(db, token) is None
+    clock.advance((expires - clock.now()).total_seconds())
+    assert grants.authenticate(db, token) is None
+
+
+def test_grants_listed_per_user_newest_first_revoked_left_out(db, clock):
+    a = oauth_grant(db, user="3", agent="a")
+    clock.advance(timedelta(seconds=1).total_seconds())
+    b, _, _ = grants.personal_token(db, user_id="3", agent="b")
+    clock.advance(timedelta(seconds=1).total_seconds())
+    oauth_grant(db, user="4", agent="c")
+    assert [g.agent for g in grants.list_grants(db, "3")] == ["b", "a"]
+    assert [g.agent for g in grants.list_grants(db)] == ["c", "b", "a"]
+    grants.revoke(db, a.id)
+    assert [g.id for g in grants.list_grants(db, 3)] == [b.id]
+    assert [g.id for g in grants.list_grants(db, 3, include_revoked=True)] == [b.id, a.id]
+
+
+@pytest.mark.parametrize("agent", ["", "-x", "a b", "a\n", "x" * 65, "agent:x", "é"])
+def test_a_bad_agent_name_is_refused(db, agent):
+    with pytest.raises(GrantError, match="agent name"):
+        grants.create_grant(db, user_id="3", agent=agent, client="c")
+    with pytest.raises(GrantError):
+        grants.personal_token(db, user_id="3", agent=agent)
+    assert grants.list_grants(db) == []
+
+
+def test_a_client_name_is_kept_printable_and_short(db):
+    grant = grants.create_grant(db, user_id="3", agent="a", client="Evil\x1b[31m\u202eClient" * 20)
+    assert "\x1b" not in grant.client and "\u202e" not in grant.client
+    assert len(grant.client) == 100
+    assert grants.get_grant(db, grant.id).client == grant.client
+    assert grants.create_grant(db, user_id="3", agent="a", client=" ").client == "unnamed client"

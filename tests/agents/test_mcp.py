@@ -1,0 +1,168 @@
+"""/mcp served by `python app.py` (uvicorn, lifespan on), used by the official Python MCP client.
+
+Each supported protocol revision: initialize, list, a read, a write that waits
+for the user's approval in their own browser session and then runs once, and
+revocation refusing the next call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp.client.session
+import mcp_types as types
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from rastrillo.agents import grants
+from rastrillo.agents.mcp import APPROVAL_META
+from rastrillo.loader import load_options
+from rastrillo.registry.schemas import schemas
+from rastrillo.storage import Database
+from rastrillo.tools import audit
+from tests.agents.mcp_app import Person, make_app
+
+HANDSHAKE = ["2025-06-18", "2025-11-25"]
+MODERN = "2026-07-28"
+
+
+@pytest.fixture
+def served(tmp_path, serve):
+    app_dir = make_app(tmp_path / "app")
+    server = serve(app_dir)
+    db = Database(str(app_dir / "app.db"))
+    yield server, db, app_dir
+    db.dispose()
+
+
+@asynccontextmanager
+async def connect(
+    url: str, token: str, revision: str, elicit: Any = None
+) -> AsyncIterator[Client]:
+    """The official client at one revision: the handshake ones offer it at initialize."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    mode = MODERN if revision == MODERN else "legacy"
+    async with http:
+        client = Client(streamable_http_client(url, http_client=http), mode=mode,
+                        elicitation_callback=elicit)
+        async with client:
+            yield client
+
+
+@pytest.fixture
+def offer(monkeypatch):
+    """Make the official client offer a given handshake revision at initialize."""
+
+    def set_revision(revision: str) -> None:
+        if revision != MODERN:
+            monkeypatch.setattr(mcp.client.session, "LATEST_HANDSHAKE_VERSION", revision)
+
+    return set_revision
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+@pytest.mark.parametrize("revision", [*HANDSHAKE, MODERN])
+def test_list_read_write_approve_revoke(served, offer, revision):
+    server, db, app_dir = served
+    offer(revision)
+    want = schemas(load_options(app_dir).tools, "mcp")
+    alice = Person(server.base_url, db, "3")
+    token = alice.token("claude")
+    url = server.base_url + "/mcp"
+    asked: list[types.ElicitRequestURLParams] = []
+
+    async def elicit(context, params):
+        assert isinstance(params, types.ElicitRequestURLParams)
+        asked.append(params)
+        await anyio.to_thread.run_sync(alice.decide, params.url)
+        return types.ElicitResult(action="accept")
+
+    async def session() -> None:
+        async with connect(url, token, revision, elicit) as client:
+            assert client.protocol_version == revision
+            listed = await client.list_tools()
+            got = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in
+                   listed.tools]
+            assert [{k: t[k] for k in w} for t, w in zip(got, want, strict=True)] == want
+
+            read = await client.call_tool("notes_get", {})
+            assert not read.is_error
+            assert read.structured_content == {"notes": [], "user": "3", "actor": "agent:claude"}
+
+            write = await client.call_tool("notes_post", {"body": "buy milk"})
+            if revision == MODERN:
+                # The client opened the approval page (our callback approved it) and retried.
+                assert [a.message for a in asked] == ["Add the note buy milk?"]
+            else:
+                assert write.is_error
+                meta = write.meta[APPROVAL_META]
+                assert meta["url"].startswith(server.base_url + "/_rastrillo/approvals/")
+                assert "Add the note buy milk?" in text(write)
+                assert meta["url"] in text(write) and "same arguments" in text(write)
+                assert (await client.call_tool("notes_get", {})).structured_content[
+                    "notes"] == []
+                await anyio.to_thread.run_sync(alice.decide, meta["url"])
+                write = await client.call_tool("notes_post", {"body": "buy milk"})
+            assert not write.is_error, text(write)
+            assert write.structured_content["added"] == "buy milk"
+            assert write.structured_content["by"].startswith(
+                "agent:claude for user 3, approved by user 3 at ")
+            notes = (await client.call_tool("notes_get", {})).structured_content["notes"]
+            assert [n["body"] for n in notes] == ["buy milk"]
+
+            [grant] = grants.list_grants(db, "3")
+            assert grants.revoke(db, grant.id, user_id="3")
+            with pytest.raises(MCPError):
+                await client.call_tool("notes_get", {})
+            assert server.log.read_text().splitlines()[-1].endswith('"POST /mcp HTTP/1.1" 401')
+
+    anyio.run(session)
+    rows = [r for r in audit.latest(db, limit=50) if r.tool == "notes_post" and r.status == 201]
+    assert len(rows) == 1 and rows[0].actor == "agent:claude" and rows[0].user_id == "3"
+    assert rows[0].client == "personal token"
+
+
+def test_a_missing_or_bad_token_is_401_with_the_resource_metadata(served):
+    server, db, _ = served
+    alice = Person(server.base_url, db, "3")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+    want = f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource"'
+    with alice.browser() as browser:  # a signed-in browser: its cookie counts for nothing
+        for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"},
+                     {"Authorization": "Bearer " + alice.token() + "x"}):
+            answer = browser.post("/mcp", json=body, headers={**headers, **auth})
+            assert answer.status_code == 401
+            assert answer.headers["www-authenticate"].startswith("Bearer ")
+            assert want in answer.headers["www-authenticate"]
+        token = {"Authorization": "Bearer " + alice.token()}
+        ok = browser.post("/mcp", json=body, headers={**headers, **token})
+        assert ok.status_code == 200 and "notes_get" in ok.text
+
+
+def test_a_foreign_origin_is_refused_and_no_origin_is_fine(served):
+    server, db, _ = served
+    token = Person(server.base_url, db, "3").token()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25", "Authorization": f"Bearer {token}"}
+    port = server.base_url.rsplit(":", 1)[1]
+    with httpx.Client(base_url=server.base_url) as http:
+        for foreign in (f"http://127.0.0.1:{int(port) + 1}", f"http://localhost:{port}",
+                        "https://evil.example", "null"):
+            answer = http.post("/mcp", json=body, headers={**headers, "Origin": foreign})
+            assert answer.status_code == 403, foreign
+        assert http.post("/mcp", json=body, headers=headers).status_code == 200
+        same = http.post("/mcp", json=body, headers={**headers, "Origin": server.base_url})
+        assert same.status_code == 200

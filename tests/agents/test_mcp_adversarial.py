@@ -1,0 +1,195 @@
+"""Hostile MCP clients against a real server: other users, other agents, forged state, fuzz.
+
+The server is `python app.py` on loopback; the attacks go over real HTTP, some
+through the official Python client, some as raw JSON-RPC (what any client can send).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import anyio
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from rastrillo.storage import Database
+from tests.agents.mcp_app import Person, make_app
+from tests.support import Server, free_port
+
+TOOLS = ["notes_get", "notes_post", "notes_id_get"]
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+
+
+class Served:
+    def __init__(self, server: Server, db: Database) -> None:
+        self.server, self.db = server, db
+        self.url = server.base_url + "/mcp"
+        self.alice = Person(server.base_url, db, "3")
+        self.bob = Person(server.base_url, db, "4")
+
+    def notes(self) -> list[tuple[str, str]]:
+        return [(r.owner, r.body) for r in self.db.query("SELECT owner, body FROM notes")]
+
+    def call(self, token: str, name: object, arguments: object) -> dict:
+        """A raw ``tools/call``: the JSON-RPC answer as a dict."""
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+        with httpx.Client(timeout=30) as http:
+            answer = http.post(self.url, json=body,
+                               headers={**HEADERS, "Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    app_dir = make_app(tmp_path_factory.mktemp("adversarial") / "app")
+    port = free_port()
+    server = Server(app_dir, ["--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}")
+    db = Database(str(app_dir / "app.db"))
+    db.execute("INSERT INTO notes (owner, body) VALUES ('3', 'alice private')")
+    try:
+        yield Served(server, db)
+    finally:
+        server.stop()
+        db.dispose()
+
+
+def text(result: dict) -> str:
+    return "".join(c.get("text", "") for c in result["content"])
+
+
+def propose_and_approve(s: Served, token: str, person: Person, body: str) -> None:
+    """A write proposed with ``token``, approved by ``person`` in their browser session."""
+    first = s.call(token, "notes_post", {"body": body})["result"]
+    assert first["isError"] is True
+    person.decide(first["_meta"]["rastrillo/approval"]["url"])
+
+
+def test_another_users_token_never_acts_for_this_user(served):
+    s = served
+    bob = s.bob.token("claude")
+    seen = s.call(bob, "notes_get", {})["result"]["structuredContent"]
+    assert seen["user"] == "4" and seen["notes"] == []
+    row = s.db.query_one("SELECT id FROM notes WHERE body = 'alice private'")
+    refused = s.call(bob, "notes_id_get", {"id": str(row.id)})["result"]
+    assert refused["isError"] is True and "alice private" not in json.dumps(refused)
+    # Alice approved her agent's write; the identical call with Bob's token is Bob's own.
+    alice = s.alice.token("claude")
+    propose_and_approve(s, alice, s.alice, "from alice")
+    answer = s.call(bob, "notes_post", {"body": "from alice"})["result"]
+    assert answer["isError"] is True and "approval" in text(answer)
+    assert ("4", "from alice") not in s.notes() and ("3", "from alice") not in s.notes()
+    assert s.call(alice, "notes_post", {"body": "from alice"})["result"]["isError"] is False
+    assert s.notes().count(("3", "from alice")) == 1
+
+
+def test_a_token_for_one_agent_cannot_act_as_another(served):
+    s = served
+    claude, other = s.alice.token("claude"), s.alice.token("other")
+    assert s.call(other, "notes_get", {})["result"]["structuredContent"]["actor"] == "agent:other"
+    propose_and_approve(s, claude, s.alice, "claude's note")
+    answer = s.call(other, "notes_post", {"body": "claude's note"})["result"]
+    assert answer["isError"] is True  # a new proposal by "other", not claude's approval
+    assert ("3", "claude's note") not in s.notes()
+    for smuggled in ({"body": "x", "actor": "claude"}, {"body": "x", "approval": "a" * 32},
+                     {"body": "x", "confirmed": True}):
+        refused = s.call(claude, "notes_post", smuggled)["result"]
+        assert refused["isError"] is True and "takes no arg" in text(refused)
+    assert s.call(claude, "notes_post", {"body": "claude's note"})["result"]["isError"] is False
+
+
+def modern(s: Served, token: str):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    return http, Client(streamable_http_client(s.url, http_client=http), mode="2026-07-28",
+                        elicitation_callback=_never)
+
+
+async def _never(context, params):  # pragma: no cover - the tests drive rounds by hand
+    raise AssertionError("no elicitation expected")
+
+
+def test_forged_or_replayed_request_state_is_refused(served):
+    s = served
+    alice, bob = s.alice.token("claude"), s.bob.token("claude")
+    args = {"body": "stateful"}
+
+    async def attack() -> None:
+        http, client = modern(s, alice)
+        async with http, client:
+            first = await client.session.call_tool("notes_post", args, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            state = first.request_state
+            [elicit] = first.input_requests.values()
+            assert elicit.params.message == "Add the note stateful?"
+            for forged in ("v1.AAAA", state[:-2] + "AA", state + "A", "not-a-state"):
+                with pytest.raises(MCPError, match="requestState"):
+                    await client.session.call_tool("notes_post", args, request_state=forged,
+                                                   allow_input_required=True)
+            # Bound to its call: the same state for other args is refused.
+            with pytest.raises(MCPError, match="requestState"):
+                await client.session.call_tool("notes_post", {"body": "other"},
+                                               request_state=state, allow_input_required=True)
+            still = await client.session.call_tool("notes_post", args, request_state=state,
+                                                   allow_input_required=True)
+            assert isinstance(still, types.InputRequiredResult)  # pending: asked again
+            await anyio.to_thread.run_sync(s.alice.decide, elicit.params.url)
+            done = await client.session.call_tool("notes_post", args, request_state=state,
+                                                  allow_input_required=True)
+            assert isinstance(done, types.CallToolResult) and not done.is_error
+            replay = await client.session.call_tool("notes_post", args, request_state=state,
+                                                    allow_input_required=True)
+            assert replay.is_error and "used" in replay.content[0].text
+        # Bound to its grant: Bob cannot use Alice's state.
+        http, client = modern(s, bob)
+        async with http, client:
+            with pytest.raises(MCPError, match="requestState"):
+                await client.session.call_tool("notes_post", args, request_state=state,
+                                               allow_input_required=True)
+
+    anyio.run(attack)
+    assert s.notes().count(("3", "stateful")) == 1
+    assert ("4", "stateful") not in s.notes()
+
+
+NAMES = st.one_of(
+    st.sampled_from([*TOOLS, "admin_wipe_post", "secret_get", "notes_post ", "NOTES_GET",
+                     "notes_get\n", "../secret", "notes_post\x00"]),
+    st.text(max_size=30),
+)
+VALUES = st.one_of(
+    st.text(max_size=20), st.integers(), st.booleans(), st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5),
+                                                             st.text(max_size=5), max_size=2),
+)
+ARGS = st.dictionaries(st.sampled_from(["body", "id", "actor", "approval", "x", ""]) | st.text(
+    max_size=10), VALUES, max_size=4)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=NAMES, arguments=ARGS)
+def test_fuzzed_calls_reach_no_unregistered_handler_and_run_no_unapproved_write(
+    served, name, arguments
+):
+    s = served
+    token = getattr(served, "_fuzz_token", None) or s.alice.token("fuzzer")
+    served._fuzz_token = token
+    before = s.notes()
+    answer = s.call(token, name, arguments)
+    assert "TOPSECRET" not in json.dumps(answer) and "wiped" not in json.dumps(answer)
+    if "error" in answer:  # only the SDK's own shape checks may answer with a protocol error
+        assert answer["error"]["code"] == -32602, answer
+    else:
+        result = answer["result"]
+        if name not in TOOLS:
+            assert result["isError"] is True
+    assert s.notes() == before  # no write ran (none was approved), nothing was wiped

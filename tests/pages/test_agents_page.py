@@ -1,0 +1,91 @@
+"""/_rastrillo/agents: a user's grants, Revoke, and a personal token shown once."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from rastrillo.agents import grants
+from rastrillo.testing import TestApp
+from tests.agents.mcp_app import make_app
+
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+
+
+@pytest.fixture
+def t(tmp_path):
+    with TestApp(make_app(tmp_path / "app"), tmp_path) as test_app:
+        yield test_app
+
+
+def signed_in(t: TestApp, user: str) -> TestClient:
+    browser = t.browser()
+    t.sign_in(browser, user)
+    return browser
+
+
+def new_token(browser: TestClient, agent: str = "assistant", days: str = "30") -> str:
+    page = browser.post("/_rastrillo/agents/tokens", data={"agent": agent, "days": days})
+    assert page.status_code == 200, page.text
+    [token] = re.findall(r'value="(rst_pt_[A-Za-z0-9_-]{43})"', page.text)
+    return token
+
+
+def mcp(t: TestApp, token: str) -> int:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    return t.client.post("/mcp", json=LIST, headers=headers).status_code
+
+
+def test_a_new_token_is_shown_once_and_works_at_mcp(t):
+    alice = signed_in(t, "3")
+    token = new_token(alice, "assistant", "7")
+    assert mcp(t, token) == 200
+    page = alice.get("/_rastrillo/agents")
+    assert token not in page.text and token[7:20] not in page.text
+    assert "<code>assistant</code>" in page.text and "personal token" in page.text
+    assert page.headers["cache-control"] == "no-store"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    [grant] = grants.list_grants(t.db, "3")
+    assert grant.agent == "assistant"
+
+
+def test_revoke_refuses_the_next_call_and_only_the_owner_can(t):
+    alice, mallory = signed_in(t, "3"), signed_in(t, "4")
+    token = new_token(alice)
+    [grant] = grants.list_grants(t.db, "3")
+    revoke = f"/_rastrillo/agents/{grant.id}/revoke"
+    assert mallory.post(revoke, follow_redirects=False).status_code == 303
+    assert "No agent acts for you" in mallory.get("/_rastrillo/agents").text  # not hers
+    assert mcp(t, token) == 200
+    done = alice.post(revoke, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/_rastrillo/agents"
+    assert mcp(t, token) == 401
+    assert "No agent acts for you" in alice.get("/_rastrillo/agents").text
+
+
+def test_the_page_is_for_a_signed_in_user_and_its_posts_are_csrf_checked(t):
+    anonymous = t.browser()
+    assert anonymous.get("/_rastrillo/agents", follow_redirects=False).status_code == 303
+    assert anonymous.post("/_rastrillo/agents/tokens", data={"agent": "a"}).status_code == 403
+    forged = TestClient(t.app, base_url=t.app.origin, headers={"Origin": "http://evil.example"})
+    t.sign_in(forged, "3")
+    assert forged.post("/_rastrillo/agents/tokens", data={"agent": "a"}).status_code == 403
+    assert grants.list_grants(t.db) == []
+
+
+@pytest.mark.parametrize("agent", ["", "<script>alert(1)</script>", "a b", "x" * 65])
+def test_a_bad_agent_name_is_a_clear_400_escaped(t, agent):
+    page = signed_in(t, "3").post("/_rastrillo/agents/tokens", data={"agent": agent})
+    assert page.status_code == 400
+    assert "agent name" in page.text and "<script>alert" not in page.text
+    assert grants.list_grants(t.db) == []
+
+
+def test_without_the_lifespan_mcp_says_so(tmp_path):
+    t = TestApp(make_app(tmp_path / "app"), tmp_path)
+    answer = t.client.post("/mcp", json=LIST, headers=MCP_HEADERS)
+    assert answer.status_code == 503 and "lifespan" in answer.text
