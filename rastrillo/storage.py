@@ -18,13 +18,12 @@ database in use runs.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -184,9 +183,9 @@ class Database:
         self.clock = clock
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        # SQLite has one writer at a time: queue the threads here rather than in busy retries.
-        self._write_lock: threading.Lock | contextlib.nullcontext[None] = (
-            threading.Lock() if self.is_sqlite else contextlib.nullcontext()
+        # SQLite allows one writer per file: queue this process's writers here.
+        self._write_lock: AbstractContextManager[object] = (
+            threading.Lock() if self.is_sqlite else nullcontext()
         )
         self.gate: WriteGate | None = None
         """Asked before each write transaction and told after each commit (the server's
@@ -224,11 +223,7 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction: commits on success, rolls back on error.
-
-        On SQLite write transactions take turns (``BEGIN IMMEDIATE``); on
-        PostgreSQL they run concurrently under ``READ COMMITTED``.
-        """
+        """A write transaction: commits on success, rolls back on error (serialised on SQLite)."""
         self._check_file()
         with self._write_lock:
             if self.gate is not None:

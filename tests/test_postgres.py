@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -152,4 +153,26 @@ def test_hosts_starting_at_once_migrate_and_seed_once(pg_url, tmp_path):
     db = Database(pg_url)
     assert db.query_one("SELECT COUNT(*) AS n FROM events").n == 3
     assert db.query_one("SELECT COUNT(*) AS n FROM users").n == 2
+
+
+def test_two_write_transactions_run_at_once_on_postgresql(pg_url):
+    """The process-wide write lock is SQLite's need; PostgreSQL writers overlap."""
+    db = Database(pg_url)
+    db.open()
+    inside, release = threading.Semaphore(0), threading.Event()
+
+    def writer() -> None:
+        with db.write():
+            inside.release()
+            release.wait(30)
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert inside.acquire(timeout=30) and inside.acquire(timeout=30), "a writer was kept out"
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
     db.dispose()
