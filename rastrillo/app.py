@@ -81,6 +81,10 @@ class Options:
     """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
     db: str = "app.db"
     """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
+    db_pool_size: int = 5
+    """PostgreSQL connections each server process keeps open for reuse."""
+    db_max_overflow: int = 10
+    """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
     version: str = "dev"
     """Reported by ``GET /api/version``."""
     origin: str | None = None
@@ -154,7 +158,12 @@ class App:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.origin = canonical_origin(options.resolved_origin())
-        self.db = Database(options.database_url(), clock=options.clock)
+        self.db = Database(
+            options.database_url(),
+            clock=options.clock,
+            pool_size=options.db_pool_size,
+            max_overflow=options.db_max_overflow,
+        )
         self.drain = Drain()
         self.db.gate = self.drain
         self._started = False
@@ -234,9 +243,10 @@ class App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""
         with self._start_lock:
             if not self._started:
-                self.db.open(self.options.app_dir / "migrations")
-                if self.options.setup is not None:
-                    self.options.setup(self.db)
+                with self.db.startup_lock():
+                    self.db.open(self.options.app_dir / "migrations")
+                    if self.options.setup is not None:
+                        self.options.setup(self.db)
                 self._started = True
         return self
 

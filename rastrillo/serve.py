@@ -1,7 +1,7 @@
 """`rastrillo.run(options, argv)`: serve the app with uvicorn, or run its sidecar.
 
-argv ``[]``, ``["serve"]`` or the flags ``--addr HOST:PORT``, ``--socket PATH``
-and ``--db PATH`` serve; ``["sidecar", "run"]``, optionally with ``--db PATH``,
+argv ``[]``, ``["serve"]`` or the flags ``--addr HOST:PORT``, ``--socket PATH``,
+``--db PATH`` and ``--workers N`` serve; ``["sidecar", "run"]``, optionally with ``--db PATH``,
 runs the sidecar; anything else is a usage error (exit 2). The database is
 ``--db``, else ``RASTRILLO_DB``, else ``Options.db``, for serving, the sidecar
 and the command line alike (:func:`select_database`).
@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -32,11 +33,12 @@ from .limits import Limits
 from .logs import configure_logging
 from .registry.validate import parse_int
 from .storage import Database, database_url
+from .workers import listen, supervise
 
 log = logging.getLogger("rastrillo.serve")
 
 USAGE = """\
-usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH]
+usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH] [--workers N]
        python app.py sidecar run [--db PATH]
 """
 
@@ -50,6 +52,7 @@ class ServeArgs:
     port: int
     socket: str | None
     db: str | None
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,12 @@ def parse_argv(argv: Sequence[str]) -> ServeArgs | SidecarArgs:
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--addr", default=None)
     target.add_argument("--socket", default=None)
+    parser.add_argument("--workers", default="1")
     ns = parser.parse_args(args)
     host, port = split_addr(ns.addr or DEFAULT_ADDR)
-    return ServeArgs(host, port, ns.socket, ns.db)
+    if not re.fullmatch(r"[1-9][0-9]{0,2}", ns.workers):
+        raise UsageError(f"--workers wants a number of processes from 1 to 999, got {ns.workers!r}")
+    return ServeArgs(host, port, ns.socket, ns.db, int(ns.workers))
 
 
 def select_database(options: Options, flag: str | None) -> Options:
@@ -136,11 +142,24 @@ def serve(options: Options, args: ServeArgs) -> int:
             options, origin=options.resolved_origin(_origin_addr(args.host, args.port))
         )
     app = App(options).start()
-    server = DrainingServer(server_config(app, host=args.host, port=args.port, uds=args.socket))
-    with _signals_end_quietly():
-        server.run()
-    app.db.dispose()
-    return 0
+    config = server_config(app, host=args.host, port=args.port, uds=args.socket)
+    if args.workers == 1:
+        with _signals_end_quietly():
+            DrainingServer(config).run()
+        app.db.dispose()
+        return 0
+    app.db.dispose()  # each worker opens connections of its own, never the parent's
+    sock = listen(args.host, args.port, args.socket)
+
+    def serve_one() -> None:
+        with _signals_end_quietly():
+            DrainingServer(config).run(sockets=[sock])
+
+    try:
+        return supervise(args.workers, sock, serve_one)
+    finally:
+        if args.socket is not None:
+            Path(args.socket).unlink(missing_ok=True)
 
 
 def server_config(app: App, **listen: Any) -> uvicorn.Config:

@@ -3,16 +3,22 @@
 SQLite is tuned for a web app serving concurrent requests: WAL (readers never
 block the writer), foreign keys on, a busy timeout, and write transactions
 that start with ``BEGIN IMMEDIATE`` behind a process-wide lock, so two writers
-queue instead of failing with "database is locked" half-way through. PostgreSQL
-locks rows itself, so its write transactions take no process lock and overlap.
+queue instead of failing with "database is locked" half-way through. On
+PostgreSQL writers do not queue: each statement takes the row locks it needs,
+so processes and threads write concurrently, and code that reads before it
+writes serialises itself with :func:`serialize`.
 
 The framework keeps its own tables on :data:`METADATA` (each concern defines
 its tables there); :meth:`Database.open` creates them and then applies the
-app's ``migrations/NNNN_name.sql`` files, once each, in order.
+app's ``migrations/NNNN_name.sql`` files, once each, in order. A migration
+whose SQL differs between databases is written once per dialect instead:
+``NNNN_name.sqlite.sql`` and ``NNNN_name.postgresql.sql``, and the one for the
+database in use runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -99,8 +105,12 @@ migrations_table = Table(
     Column("applied_at", Instant, nullable=False),
 )
 
-_MIGRATION_NAME = re.compile(r"(\d{4})_[A-Za-z0-9_\-]+\.sql")
+_MIGRATION_NAME = re.compile(r"(?P<name>\d{4}_[A-Za-z0-9_\-]+)(?:\.(?P<dialect>[a-z]+))?\.sql")
+DIALECTS = ("mssql", "mysql", "oracle", "postgresql", "sqlite")
+"""SQLAlchemy's dialect names: what may stand between a migration's name and ``.sql``."""
+_ADVISORY_LOCK_KEY = 0x7261_7374  # "rast": serialises start-up across processes on PostgreSQL
 _BUSY_TIMEOUT_MS = 10_000
+_POOL_TIMEOUT_SECONDS = 10  # a request waits this long for a free connection, then fails
 _SQLITE_POOL_SIZE = 48
 """SQLite connections kept open: one for each of Starlette's worker threads (anyio's
 default limit, 40) and the framework's own (audit writer, sidecar, start-up), so load
@@ -163,7 +173,16 @@ class Database:
     ``clock`` is the time everything working on this database goes by.
     """
 
-    def __init__(self, url: str, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+    ) -> None:
+        """``pool_size`` and ``max_overflow`` size the PostgreSQL pool of this process:
+        at most their sum connections are open at once. SQLite opens what it needs."""
         self.url = database_url(url)
         self.clock = clock
         parsed = make_url(self.url)
@@ -191,7 +210,15 @@ class Database:
             event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
-            self.engine = create_engine(self.url, pool_pre_ping=True)
+            # Pre-ping: a connection the server dropped (a restart, an idle timeout)
+            # is replaced before a request gets it, instead of failing that request.
+            self.engine = create_engine(
+                self.url,
+                pool_pre_ping=True,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_timeout=_POOL_TIMEOUT_SECONDS,
+            )
             event.listen(self.engine, "connect", _postgres_on_connect)
 
     @contextmanager
@@ -270,15 +297,37 @@ class Database:
         with self.write() as conn:
             return conn.execute(text(sql), params).rowcount
 
+    @contextmanager
+    def startup_lock(self) -> Iterator[None]:
+        """Held while a process creates tables, migrates and loads its first data.
+
+        Processes on several hosts starting at once then take turns, so the
+        second finds the work done. SQLite's write transactions already take
+        turns; on PostgreSQL this is a session advisory lock.
+        """
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+                conn.commit()
+
     def open(self, migrations_dir: Path | None = None) -> None:
         """Create the framework's tables, then apply the app's pending migrations.
 
         When nothing is missing, this only reads: a process starts even while
         another holds the write lock for long. Otherwise both happen in write
         transactions, so a web process and a sidecar opening a new database
-        at the same moment do not race.
+        at the same moment do not race. Processes starting at once on
+        PostgreSQL also hold :meth:`startup_lock` around this.
         """
-        files = migration_files(migrations_dir) if migrations_dir is not None else []
+        dialect = self.engine.dialect.name
+        files = migration_files(migrations_dir, dialect) if migrations_dir is not None else []
         if self._is_current(files):
             return
         with self.write() as conn:
@@ -286,7 +335,7 @@ class Database:
         if migrations_dir is not None:
             self.migrate(migrations_dir)
 
-    def _is_current(self, files: list[Path]) -> bool:
+    def _is_current(self, files: list[tuple[str, Path]]) -> bool:
         """Every framework table exists and every migration file is applied.
 
         A framework table made by an earlier version, in a shape this one cannot
@@ -300,27 +349,42 @@ class Database:
             if not METADATA.tables.keys() <= tables:
                 return False
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
-        return all(path.name in done for path in files)
+        return all(name in done for name, _ in files)
 
     def migrate(self, migrations_dir: Path) -> list[str]:
-        """Apply every ``NNNN_name.sql`` not applied before, in order; return their names."""
-        files = migration_files(migrations_dir)
+        """Apply every migration not applied before, in order; return their names.
+
+        A migration is recorded under its plain name (``0001_init.sql``) whichever
+        dialect's file ran, so one database never runs two versions of it.
+        """
+        pending = migration_files(migrations_dir, self.engine.dialect.name)
         applied: list[str] = []
         with self.write() as conn:
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
-            for path in files:
-                if path.name in done:
+            for name, path in pending:
+                if name in done:
                     continue
                 for statement in split_sql(path.read_text(encoding="utf-8")):
                     conn.exec_driver_sql(statement)
-                conn.execute(
-                    migrations_table.insert().values(name=path.name, applied_at=self.clock.now())
-                )
-                applied.append(path.name)
+                record = migrations_table.insert().values(name=name, applied_at=self.clock.now())
+                conn.execute(record)
+                applied.append(name)
         return applied
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def serialize(conn: Connection, name: str) -> None:
+    """Make the write transaction of ``conn`` the only one holding ``name`` until it ends.
+
+    For a read-then-write that must not interleave with another process's:
+    a transaction-level advisory lock on PostgreSQL; on SQLite the write
+    transaction is already the only one.
+    """
+    if conn.dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 def _check_shape(table: Table, found: list[Any], url: str) -> None:
@@ -338,17 +402,37 @@ def _check_shape(table: Table, found: list[Any], url: str) -> None:
             )
 
 
-def migration_files(migrations_dir: Path) -> list[Path]:
-    """The ``NNNN_name.sql`` files of a folder in order; a `ConfigError` for a misnamed one."""
+def migration_files(migrations_dir: Path, dialect: str) -> list[tuple[str, Path]]:
+    """``(recorded name, file to run)`` for each migration in order, for ``dialect``.
+
+    Raises ConfigError for a badly named file, an unknown dialect, a migration
+    with both a plain and a per-dialect file, or one with no file for ``dialect``.
+    """
     if not migrations_dir.is_dir():
         return []
-    files = sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql")
-    bad = [p.name for p in files if not _MIGRATION_NAME.fullmatch(p.name)]
-    if bad:
-        raise ConfigError(
-            f"migration files must be named NNNN_name.sql: {', '.join(bad)} in {migrations_dir}"
-        )
-    return files
+    variants: dict[str, dict[str | None, Path]] = {}
+    problems: list[str] = []
+    for path in sorted(p for p in migrations_dir.iterdir() if p.suffix == ".sql"):
+        found = _MIGRATION_NAME.fullmatch(path.name)
+        if found is None:
+            problems.append(f"{path.name}: migration files are named NNNN_name.sql")
+        elif found["dialect"] is not None and found["dialect"] not in DIALECTS:
+            problems.append(
+                f"{path.name}: {found['dialect']!r} is not a dialect ({', '.join(DIALECTS)})"
+            )
+        else:
+            variants.setdefault(f"{found['name']}.sql", {})[found["dialect"]] = path
+    chosen: list[tuple[str, Path]] = []
+    for name, files in sorted(variants.items()):
+        if None in files and len(files) > 1:
+            problems.append(f"{name}: both a plain file and per-dialect files; keep one kind")
+        elif None in files or dialect in files:
+            chosen.append((name, files.get(None) or files[dialect]))
+        else:
+            problems.append(f"{name}: no file for {dialect} (add {name[:-4]}.{dialect}.sql)")
+    if problems:
+        raise ConfigError(f"migrations in {migrations_dir}:\n  " + "\n  ".join(problems))
+    return chosen
 
 
 def split_sql(script: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -22,12 +23,8 @@ settings.load_profile("rastrillo")
 POSTGRES_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL database of the test's own, dropped after it.
-
-    Under CI a missing server fails the test: a PostgreSQL test never skips there.
-    """
+@contextlib.contextmanager
+def _postgres_database() -> Iterator[str]:
     base = os.environ.get(POSTGRES_URL_ENV)
     if not base:
         if os.environ.get("CI"):
@@ -43,6 +40,23 @@ def pg_url() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL database of the test's own, dropped after it.
+
+    Under CI a missing server fails the test: a PostgreSQL test never skips there.
+    """
+    with _postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_pg_url() -> Iterator[str]:
+    """Like ``pg_url``, one database for all the tests of a module (they share servers)."""
+    with _postgres_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -86,18 +86,20 @@ class Server:
         base_url: str,
         uds: str | None = None,
         cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
         open_files: int | None = None,
     ):
         """``open_files`` sets the server's open-file limit, soft and hard."""
         self.base_url = base_url
         self.uds = uds
-        self.log = app_dir / "server.log"
+        self.log = log or app_dir / "server.log"
         self.process = subprocess.Popen(
             [sys.executable, str(app_dir / "app.py"), *args],
             cwd=cwd or app_dir,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
         )
         self._wait_ready()
@@ -123,6 +125,17 @@ class Server:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout=timeout)
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 15) -> object:
+    """Poll ``condition`` until it is truthy and return it; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _limit_open_files(count: int) -> None:

@@ -1,18 +1,24 @@
 """The framework's own tables and guarantees on a real PostgreSQL server.
 
 `make test` runs these against a throwaway server (scripts/with-postgres sets
-RASTRILLO_TEST_POSTGRES_URL). Each test gets a database of its own.
+RASTRILLO_TEST_POSTGRES_URL). Each test gets a database of its own (the
+``pg_url`` fixture in conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 import rastrillo
+from rastrillo.cli.new import scaffold
+from rastrillo.loader import load_options
 from rastrillo.sessions import create_session, revoke_user
 from rastrillo.sessions.store import find_session
 from rastrillo.sidecar import Lease
@@ -88,6 +94,65 @@ def test_an_approved_write_runs_once_of_50_and_is_audited(pg_url, tmp_path):
     ran = [r for r in audit.latest(f.app.db, limit=100) if r.status == 303]
     assert len(ran) == 1 and ran[0].approved_by == "3"
     f.app.db.dispose()
+
+
+TICKETS = Path(__file__).resolve().parent.parent / "examples" / "tickets"
+
+
+def test_the_tickets_demo_runs_unchanged_on_postgresql(pg_url, tmp_path, serve):
+    app_dir = tmp_path / "tickets"
+    shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
+    server = serve(app_dir, "--db", pg_url, "--workers", "2")
+    with server.client(headers={"Origin": server.base_url}) as browser:
+        assert "118 of 120 tickets left" in browser.get("/").text
+        signed_in = browser.post(
+            "/signin", data={"email": "bob@example.com", "password": "tickets-demo"}
+        )
+        assert signed_in.status_code == 303
+        first = browser.post("/events/1/buy", data={"quantity": "3"})
+        second = browser.post("/events/1/buy", data={"quantity": "1"})
+        ids = [int(r.headers["location"].rsplit("/", 1)[1]) for r in (first, second)]
+        assert ids == [4, 5]  # the seeded orders are 1 to 3: ids come from the database
+        assert browser.post(f"/orders/{ids[0]}/cancel").status_code == 303
+        assert "cancelled" in browser.get(f"/orders/{ids[0]}").text
+        assert "117 of 120 tickets left" in browser.get("/events/1").text
+    assert server.stop() == 0
+    migrations = Database(pg_url).query("SELECT name FROM rastrillo_migrations")
+    assert [r.name for r in migrations] == ["0001_tickets.sql"]
+
+
+def test_a_new_app_runs_unchanged_on_postgresql(pg_url, tmp_path, serve):
+    app_dir = scaffold(tmp_path / "shop")
+    server = serve(app_dir, "--db", pg_url)
+    with server.client(headers={"Origin": server.base_url}) as browser:
+        signed_up = browser.post(
+            "/signup",
+            data={"email": "ana@example.com", "name": "Ana", "password": "a long password"},
+        )
+        assert signed_up.status_code == 303
+        for body in ("first", "second"):
+            assert browser.post("/notes", data={"body": body}).status_code == 303
+        assert browser.get("/").text.index("second") < browser.get("/").text.index("first")
+    assert server.stop() == 0
+    notes = Database(pg_url).query("SELECT id, body FROM notes ORDER BY id")
+    assert [(n.id, n.body) for n in notes] == [(1, "first"), (2, "second")]
+
+
+def test_hosts_starting_at_once_migrate_and_seed_once(pg_url, tmp_path):
+    app_dir = tmp_path / "tickets"
+    shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
+    options = load_options(app_dir)
+
+    def start(_: int) -> int:
+        app = rastrillo.handler(dataclasses.replace(options, db=pg_url))
+        app.db.dispose()
+        return 0
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(start, range(4))) == [0] * 4
+    db = Database(pg_url)
+    assert db.query_one("SELECT COUNT(*) AS n FROM events").n == 3
+    assert db.query_one("SELECT COUNT(*) AS n FROM users").n == 2
 
 
 def test_two_write_transactions_run_at_once_on_postgresql(pg_url):

@@ -91,6 +91,43 @@ def test_split_sql_keeps_semicolons_inside_lines():
     ]
 
 
+def test_per_dialect_migrations_run_the_file_for_the_database(tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_log.sqlite.sql").write_text("CREATE TABLE log (id INTEGER PRIMARY KEY);")
+    (migrations / "0001_log.postgresql.sql").write_text("NOT SQLITE AT ALL;")
+    (migrations / "0002_step.sql").write_text("ALTER TABLE log ADD COLUMN step TEXT;")
+    db = Database(str(tmp_path / "app.db"))
+    db.open(migrations)
+    db.execute("INSERT INTO log (step) VALUES ('one')")
+    assert db.query_one("SELECT id FROM log").id == 1
+    names = [r.name for r in db.query("SELECT name FROM rastrillo_migrations ORDER BY name")]
+    assert names == ["0001_log.sql", "0002_step.sql"]
+    # A database migrated from the plain 0001_log.sql does not run a dialect file again.
+    (migrations / "0001_log.sqlite.sql").write_text("NOT SQL;")
+    assert db.migrate(migrations) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"0001_a.postgresql.sql": "x"}, r"0001_a\.sql: no file for sqlite \(add 0001_a\.sqlite"),
+        ({"0001_a.sql": "x", "0001_a.sqlite.sql": "x"}, r"both a plain file and per-dialect"),
+        ({"0001_a.postgres.sql": "x"}, r"'postgres' is not a dialect"),
+        ({"1_a.sql": "x"}, r"1_a\.sql: migration files are named NNNN_name\.sql"),
+    ],
+)
+def test_migration_files_that_cannot_be_chosen_are_clear_errors(tmp_path, files, message):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    for name, sql in files.items():
+        (migrations / name).write_text(sql)
+    db = Database(str(tmp_path / "app.db"))
+    with pytest.raises(ConfigError, match=message):
+        db.open(migrations)
+    assert db.query("SELECT name FROM sqlite_master") == []  # refused before anything ran
+
+
 def test_split_sql_drops_what_holds_no_statement():
     assert split_sql("-- only a comment;\n/* and; another */\n;\n") == []
 

@@ -141,10 +141,10 @@ def _reserve(conn: Connection, user_id: int, event_id: int, count: int) -> int:
     if not taken:
         raise OrderError("not enough tickets left for that event")
     created = now()
-    result = conn.execute(
+    order_id = conn.execute(
         text(
             "INSERT INTO orders (user_id, event_id, quantity, status, created_at, hold_expires_at)"
-            " VALUES (:user, :event, :n, 'held', :created, :expires)"
+            " VALUES (:user, :event, :n, 'held', :created, :expires) RETURNING id"
         ),
         {
             "user": user_id,
@@ -153,8 +153,8 @@ def _reserve(conn: Connection, user_id: int, event_id: int, count: int) -> int:
             "created": created.isoformat(),
             "expires": (created + HOLD).isoformat(),
         },
-    )
-    return int(result.lastrowid)
+    ).scalar_one()
+    return int(order_id)
 
 
 def pay(db: Database, user_id: str, order_id: str) -> None:

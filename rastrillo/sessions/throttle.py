@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
 
 from ..errors import RastrilloError
-from ..storage import METADATA, Database, Instant, upsert
+from ..storage import METADATA, Database, Instant, serialize, upsert
 
 attempts_table = Table(
     "rastrillo_sign_in_attempts",
@@ -56,6 +56,7 @@ def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> Non
     """Count one attempt against each key, or raise TooManyAttempts if any is used up."""
     t = db.clock.now()
     with db.write() as conn:
+        serialize(conn, attempts_table.name)  # every process counts against the same rows
         rows = {key: _current(conn, key, t, window) for key in limits}
         waits = [
             (start + window - t).total_seconds()
@@ -71,6 +72,7 @@ def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> Non
 def give_back(db: Database, keys: list[str]) -> None:
     """Undo one counted attempt on each key (the attempt succeeded)."""
     with db.write() as conn:
+        serialize(conn, attempts_table.name)
         for key in keys:
             row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
             if row is not None:

@@ -68,7 +68,8 @@ def run_sidecar(
         )
     configure_logging()
     try:
-        db.open(migrations)
+        with db.startup_lock():
+            db.open(migrations)
         loop = SidecarLoop(
             sidecar.pass_fn,
             db=db,
