@@ -39,7 +39,7 @@ from rastrillo import Actor, handler  # noqa: E402
 from rastrillo.context import TOOL_CALL_SCOPE_KEY  # noqa: E402
 from rastrillo.loader import load_options  # noqa: E402
 from rastrillo.sessions import cookie_name, create_session  # noqa: E402
-from rastrillo.tools import Call, ToolCallMarker, dispatch  # noqa: E402
+from rastrillo.tools import Call, ToolCallMarker, audit, dispatch  # noqa: E402
 
 TOOL = "orders_get"
 PATH = "/orders"
@@ -136,6 +136,7 @@ async def main(calls: int, rounds: int) -> None:
         d, a, b = median["dispatch"], median["(a) raw ASGI"], median["(b) httpx ASGITransport"]
         print(f"  dispatch / (a) = {d / a:.2f}  (goal <= 1.2)")
         print(f"  dispatch / (b) = {d / b:.2f}  (goal <= 0.6)")
+        audit.flush(app.db)  # every audit row written before its database is deleted
         app.db.dispose()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

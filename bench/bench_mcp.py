@@ -156,7 +156,9 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     script = root / "fastapi_app.py"
     script.write_text(FASTAPI.format(items=ITEMS))
-    process = subprocess.Popen([str(fastapi_mcp_python()), str(script), str(port)])
+    # fastapi-mcp's mcp 1.x logs a ClosedResourceError trace at every session close.
+    process = subprocess.Popen([str(fastapi_mcp_python()), str(script), str(port)],
+                               stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_up(base + "/docs", process)
     return process, base

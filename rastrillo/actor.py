@@ -39,7 +39,11 @@ class Actor:
 
     @property
     def is_named_agent(self) -> bool:
-        return not self.human and bool(_AGENT_NAME.fullmatch(self.name))
+        return (
+            not self.human
+            and isinstance(self.name, str)
+            and _AGENT_NAME.fullmatch(self.name) is not None
+        )
 
     def __str__(self) -> str:
         return "human" if self.human else f"agent:{self.name}"

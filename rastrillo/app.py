@@ -39,7 +39,7 @@ from . import limits, sessions
 from .agents import MCP_PATH
 from .availability import UnavailableMiddleware, readiness, retryable, unavailable
 from .clock import SYSTEM_CLOCK, Clock
-from .context import USER_SCOPE_KEY, Context
+from .context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
 from .csrf import CSRFMiddleware, canonical_origin
 from .drain import DEFAULT_DRAIN_TIMEOUT, Drain
 from .errors import ConfigError
@@ -230,10 +230,12 @@ class App:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        if self._mcp is not None and scope["type"] == "http" and raw_path(scope) == MCP_PATH:
+        # A tool call goes to its tool's route only, never /mcp or a framework endpoint.
+        framework = scope["type"] == "http" and TOOL_CALL_SCOPE_KEY not in scope
+        if self._mcp is not None and framework and raw_path(scope) == MCP_PATH:
             await self._mcp(scope, receive, send)
             return
-        endpoint = self._endpoints.get(raw_path(scope)) if scope["type"] == "http" else None
+        endpoint = self._endpoints.get(raw_path(scope)) if framework else None
         if endpoint is not None:
             response = await endpoint(Request(scope, receive))
             await response(scope, receive, send)
@@ -266,13 +268,17 @@ class App:
         if scope["type"] != "http":
             return
         path = raw_path(scope)
-        if self._static is not None and path.startswith(STATIC_PREFIX):
+        tool_route = getattr(scope.get(TOOL_CALL_SCOPE_KEY), "route", None)
+        if tool_route is None and self._static is not None and path.startswith(STATIC_PREFIX):
             await self._static(scope, receive, send)
             return
-        found = self.router.match(scope["method"], path)
+        if tool_route is None:
+            found = self.router.match(scope["method"], path)
+        else:
+            found = self.router.match_route(scope["method"], tool_route, path)
         if found is not None:
             response: Response = await self._call(found, scope, receive)
-        elif allowed := self.router.allowed_methods(path):
+        elif tool_route is None and (allowed := self.router.allowed_methods(path)):
             response = PlainTextResponse(
                 "Method not allowed", status_code=405, headers={"Allow": ", ".join(allowed)}
             )

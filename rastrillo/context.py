@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +47,13 @@ class Context:
         self.form = form
         self.user_id: str | None = request.scope.get(USER_SCOPE_KEY)
         marker = request.scope.get(TOOL_CALL_SCOPE_KEY)
-        self.actor: Actor = (
-            marker.actor if marker is not None else Actor(human=True, user_id=self.user_id)
-        )
+        if marker is None:
+            self.actor: Actor = Actor(human=True, user_id=self.user_id)
+        elif marker.actor.user_id != self.user_id:
+            # A read's session is resolved by the session middleware, after dispatch.
+            self.actor = dataclasses.replace(marker.actor, user_id=self.user_id)
+        else:
+            self.actor = marker.actor
 
     @property
     def db(self) -> Database:

@@ -9,7 +9,6 @@ path, and a parameter is decoded only after matching, so an encoded slash
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +16,12 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote, unquote
 
+from .awaitable import is_async_callable
 from .errors import RastrilloError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-_PARAM = re.compile(r"^\[(.*)\]$")
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM = re.compile(r"\[(.*)\]", re.DOTALL)
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 Handle = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
@@ -39,10 +39,10 @@ class Route:
     source: str
     handle: Handle = field(compare=False, repr=False)
     is_async: bool = field(init=False, compare=False, repr=False)
-    """Whether ``handle`` is a coroutine function; decided once, not per request."""
+    """Whether calling ``handle`` gives a coroutine; decided once, not per request."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handle))
+        object.__setattr__(self, "is_async", is_async_callable(self.handle))
 
 
 def is_action_part(name: str) -> bool:
@@ -77,7 +77,7 @@ def route_for_file(relative: PurePosixPath) -> tuple[str, str]:
 
 
 def _segment(part: str) -> str:
-    m = _PARAM.match(part)
+    m = _PARAM.fullmatch(part)
     if m is None:
         if "[" in part or "]" in part or "{" in part or "}" in part:
             raise RouteFileError(f"bad path segment {part!r}: a parameter is written [name]")
@@ -85,7 +85,7 @@ def _segment(part: str) -> str:
     name = m.group(1)
     if not name:
         raise RouteFileError("empty parameter []: name it, as in [id]")
-    if not _PARAM_NAME.match(name):
+    if not _PARAM_NAME.fullmatch(name):
         raise RouteFileError(f"bad parameter name [{name}]: use letters, digits and _")
     return "{" + name + "}"
 
@@ -138,6 +138,7 @@ class Router:
 
     def __init__(self, routes: Sequence[Route]) -> None:
         self._root = _Node()
+        self._routes = {(route.method, route.path): route for route in routes}
         for route in routes:
             node = self._root
             for seg in _split(route.path):
@@ -171,6 +172,22 @@ class Router:
         segments = _split(raw_path)
         node = None if segments is None else self._find(self._root, segments, 0)
         return [] if node is None else sorted(node.routes)
+
+    def match_route(self, method: str, pattern: str, raw_path: str) -> Match | None:
+        """The route ``pattern`` itself, if ``raw_path`` fits it segment for segment.
+
+        For a dispatched tool call: it must reach exactly its tool's route, never
+        a literal sibling (``/notes/export`` for ``/notes/{id}`` with id ``export``).
+        """
+        route = self._routes.get(("GET" if method == "HEAD" else method, pattern))
+        segments = _split(raw_path)
+        names = _split(pattern)
+        if route is None or segments is None or names is None or len(segments) != len(names):
+            return None
+        for name, seg in zip(names, segments, strict=True):
+            if not seg or (param_name(name) is None and unquote(seg) != name):
+                return None
+        return Match(route, _param_values(route.path, segments))
 
     def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
         if i == len(segments):

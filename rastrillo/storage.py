@@ -3,7 +3,8 @@
 SQLite is tuned for a web app serving concurrent requests: WAL (readers never
 block the writer), foreign keys on, a busy timeout, and write transactions
 that start with ``BEGIN IMMEDIATE`` behind a process-wide lock, so two writers
-queue instead of failing with "database is locked" half-way through.
+queue instead of failing with "database is locked" half-way through. PostgreSQL
+locks rows itself, so its write transactions take no process lock and overlap.
 
 The framework keeps its own tables on :data:`METADATA` (each concern defines
 its tables there); :meth:`Database.open` creates them and then applies the
@@ -16,7 +17,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -163,7 +164,10 @@ class Database:
         self.clock = clock
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        self._write_lock = threading.Lock()
+        # SQLite allows one writer per file: queue this process's writers here.
+        self._write_lock: AbstractContextManager[object] = (
+            threading.Lock() if self.is_sqlite else nullcontext()
+        )
         self.gate: WriteGate | None = None
         """Asked before each write transaction and told after each commit (the server's
         drain, which refuses new writes while it stops)."""
@@ -192,7 +196,7 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A serialised write transaction: commits on success, rolls back on error."""
+        """A write transaction: commits on success, rolls back on error (serialised on SQLite)."""
         self._check_file()
         with self._write_lock:
             if self.gate is not None:

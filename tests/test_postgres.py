@@ -7,6 +7,7 @@ RASTRILLO_TEST_POSTGRES_URL). Each test gets a database of its own.
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -87,3 +88,26 @@ def test_an_approved_write_runs_once_of_50_and_is_audited(pg_url, tmp_path):
     ran = [r for r in audit.latest(f.app.db, limit=100) if r.status == 303]
     assert len(ran) == 1 and ran[0].approved_by == "3"
     f.app.db.dispose()
+
+
+def test_two_write_transactions_run_at_once_on_postgresql(pg_url):
+    """The process-wide write lock is SQLite's need; PostgreSQL writers overlap."""
+    db = Database(pg_url)
+    db.open()
+    inside, release = threading.Semaphore(0), threading.Event()
+
+    def writer() -> None:
+        with db.write():
+            inside.release()
+            release.wait(30)
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert inside.acquire(timeout=30) and inside.acquire(timeout=30), "a writer was kept out"
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+    db.dispose()

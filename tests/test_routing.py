@@ -1,5 +1,6 @@
 """Filesystem routing: file → route, and matching on raw path segments."""
 
+import functools
 from pathlib import PurePosixPath
 
 import pytest
@@ -38,6 +39,8 @@ def test_file_to_route(file, method, path):
         ("[a-b].GET.py", "bad parameter name"),
         ("[id]/[id].GET.py", "appears twice"),
         ("a[b.GET.py", "bad path segment"),
+        ("[id]\n/x.GET.py", "bad path segment"),  # a name is matched whole, never up to a \n
+        ("[id]\n.GET.py", "bad path segment"),
     ],
 )
 def test_bad_files_are_named(file, message):
@@ -102,3 +105,36 @@ def test_any_single_segment_value_round_trips(value):
     assert isinstance(found, Match)
     assert found.route.path == "/orders/{id}"
     assert found.params == {"id": value}
+
+
+class _AsyncHandle:
+    """A handle that is an object with ``async def __call__``."""
+
+    async def __call__(self, ctx):
+        return ctx.text(f"async object for {ctx.user_id}")
+
+
+def test_a_handle_object_with_async_call_is_awaited_guarded_or_not(tmp_path):
+    from starlette.testclient import TestClient
+
+    import rastrillo
+    from rastrillo.sessions import create_session, require
+
+    guarded = require(_AsyncHandle())
+    options = rastrillo.Options(
+        app_dir=tmp_path,
+        db=str(tmp_path / "app.db"),
+        origin="http://testserver",
+        routes=[
+            Route("GET", "/open", "open", _AsyncHandle()),
+            Route("GET", "/guarded", "guarded", guarded),
+            Route("GET", "/partial", "partial", functools.partial(_AsyncHandle().__call__)),
+        ],
+    )
+    app = rastrillo.handler(options)
+    client = TestClient(app, base_url="http://testserver")
+    assert client.get("/open").text == "async object for None"
+    assert client.get("/partial").text == "async object for None"
+    assert client.get("/guarded", follow_redirects=False).status_code == 303
+    client.cookies.set("rastrillo_session", create_session(app.db, "5"))
+    assert client.get("/guarded").text == "async object for 5"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ from rastrillo.sessions import hash_password
 from rastrillo.storage import Database, rows_as_dicts
 
 MAX_PER_ORDER = 10
+_DIGITS = re.compile(r"[0-9]{1,18}")
 HOLD = timedelta(minutes=15)
 
 DEMO_USERS = [
@@ -116,10 +118,9 @@ def get_order(db: Database, user_id: str, order_id: str) -> dict[str, Any] | Non
 
 def buy(db: Database, user_id: str, event_id: str, quantity: str) -> int:
     """Hold ``quantity`` tickets for the user; returns the new order's id."""
-    try:
-        count = int(quantity)
-    except ValueError:
-        raise OrderError("quantity must be a whole number") from None
+    count = whole_number(quantity)
+    if count is None:
+        raise OrderError("quantity must be a whole number, in the digits 0-9")
     if not 1 <= count <= MAX_PER_ORDER:
         raise OrderError(f"you can buy 1 to {MAX_PER_ORDER} tickets at once")
     with db.write() as conn:
@@ -185,9 +186,19 @@ def cancel(db: Database, user_id: str, order_id: str, by: str) -> None:
         )
 
 
+def whole_number(value: str) -> int | None:
+    """``value`` as a number if it is written in ASCII digits only, else None.
+
+    ``int()`` also reads a 1 and an Arabic-Indic zero (U+0660), fullwidth digits,
+    ``1_0`` and `` +1`` as numbers: a person approving "Buy 1 ticket(s)" with such a
+    zero after the 1 must get what they read, not 10.
+    """
+    return int(value) if _DIGITS.fullmatch(value) else None
+
+
 def _int(value: str | int) -> int:
     """Ids arrive as strings from the path; a non-number matches nothing."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
+    if isinstance(value, int):
+        return value
+    number = whole_number(value)
+    return -1 if number is None else number

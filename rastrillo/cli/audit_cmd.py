@@ -25,6 +25,7 @@ def _audit(args: argparse.Namespace) -> int:
     from ..serve import select_database
     from ..storage import Database
     from ..tools.audit import latest
+    from ..visible import for_terminal
 
     url = select_database(load_options(args.app), args.db).database_url()
     rows = []
@@ -37,7 +38,7 @@ def _audit(args: argparse.Namespace) -> int:
     if not rows:
         print("no tool calls yet")
     for row in rows:
-        print(row)
+        print(for_terminal(str(row)))
     return 0
 
 

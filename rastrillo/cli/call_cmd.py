@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RastrilloError
+from ..visible import for_terminal
 
 NEEDS_APPROVAL = 3
 """Exit status of ``tools call`` when the write waits for the user's approval."""
@@ -55,17 +56,18 @@ def _call(args: argparse.Namespace) -> int:
         result = dispatch_sync(app, options.tools, call)
     except ConfirmRequired as exc:
         again = shlex.join(["rastrillo", "tools", "call", *_argv_of(args), "--approval"])
-        print(f"needs the approval of user {args.user}:\n\n  {exc.sentence}\n")
-        print(f"approve or decline at {exc.url}\nthen run: {again} {exc.approval_id}")
+        print(f"needs the approval of user {for_terminal(args.user)}:\n")
+        print(f"  {for_terminal(exc.sentence)}\n")
+        print(f"approve or decline at {exc.url}\nthen run: {for_terminal(again)} {exc.approval_id}")
         return NEEDS_APPROVAL
     finally:
         delete_session(app.db, session)
         flush(app.db)
         app.db.dispose()
     location = result.headers.get("location")
-    print(f"{result.status} → {location}" if location else result.status)
+    print(f"{result.status} → {for_terminal(location)}" if location else result.status)
     if result.body:
-        print(result.text)
+        print("\n".join(for_terminal(line) for line in result.text.split("\n")))
     return 0 if result.status < 400 else 1
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import GenerateError, RastrilloError
 from ..generate import generate
+from ..visible import for_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RastrilloError as exc:
         if args.traceback:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

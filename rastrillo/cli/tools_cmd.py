@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..registry.schemas import FORMATS
+from ..visible import for_terminal
 from .call_cmd import add_call_parser
 
 
@@ -35,7 +36,8 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     width = max(len(d.id) for d in defs)
     for d in defs:
-        print(f"{d.id:<{width}}  {d.access.value:<5}  {d.method} {d.path}  {d.description}")
+        line = f"{d.id:<{width}}  {d.access.value:<5}  {d.method} {d.path}  {d.description}"
+        print(for_terminal(line))
     return 0
 
 

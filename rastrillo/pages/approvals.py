@@ -14,6 +14,7 @@ import contextlib
 
 from starlette.responses import Response
 
+from rastrillo import visible
 from rastrillo.context import Context
 from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.routing import Route
@@ -34,8 +35,8 @@ def show(ctx: Context) -> Response:
         "_rastrillo/approval.html",
         approval=record,
         state=record.state(ctx.db.clock.now()),
-        sentence_lines=record.sentence.split("\n"),
-        args=[(name, value.split("\n")) for name, value in record.args.items()],
+        sentence=visible.parts(record.sentence),
+        args=[(name, visible.parts(value)) for name, value in record.args.items()],
     )
 
 

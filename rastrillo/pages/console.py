@@ -38,7 +38,9 @@ __all__ = ["CONSOLE_PATH", "console_routes", "enabled"]
 CONSOLE_PATH = "/_rastrillo/console"
 DEV_ENV = "RASTRILLO_DEV"
 """``rastrillo dev`` sets it to ``1`` in the process it serves: the console turns on."""
-DEFAULT_AGENT = "console"
+AGENT = "console"
+"""The console's calls are always ``agent:console``: its rows can never pass for
+another agent's, and it can run only what it proposed itself."""
 AUDIT_ROWS = 10
 _ARG = "arg."
 """Form fields named ``arg.<name>`` are the call's args; the rest drive the console."""
@@ -56,7 +58,6 @@ class Outcome:
     """What one call from the console came to, as the page shows it."""
 
     tool: str
-    agent: str
     args: dict[str, str]
     result: Result | None = None
     error: ToolError | None = None
@@ -104,28 +105,27 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
         approval_id = form.get("approval") or None
         if approval_id is None:
             tool = form.get("tool", "")
-            agent = form.get("agent", "").strip() or DEFAULT_AGENT
             args = {k.removeprefix(_ARG): v for k, v in form.items() if k.startswith(_ARG)}
         else:
             # Re-run an approved call exactly as it was proposed: taken from the
-            # approval itself, so no form encoding can change a byte of it.
+            # approval itself, so no form encoding can change a byte of it. As the
+            # console, always: another agent's approval is refused as such.
             proposed = consent.get(app.db, approval_id)
             if proposed is None or proposed.user_id != ctx.user_id:
                 return ctx.not_found()
             tool, args = proposed.tool, proposed.args
-            agent = proposed.agent or DEFAULT_AGENT
         call = Call(
             tool=tool,
             args=args,
-            actor=Actor.agent(agent),
+            actor=Actor.agent(AGENT),
             session=ctx.request.scope.get(SESSION_SCOPE_KEY),
             approval=approval_id,
         )
         try:
             result = await dispatch(app, tools, call)
-            outcome = Outcome(tool, agent, args, result=result)
+            outcome = Outcome(tool, args, result=result)
         except ToolError as exc:
-            outcome = Outcome(tool, agent, args, error=exc)
+            outcome = Outcome(tool, args, error=exc)
         page_format = form.get("format", FORMATS[0])
         return await run_in_threadpool(_page, app.db, tools, ctx, page_format, outcome)
 
@@ -152,7 +152,7 @@ def _page(
             for d, s in zip(defs, rendered, strict=True)
         ],
         outcome=outcome,
-        agent=outcome.agent if outcome else DEFAULT_AGENT,
+        agent=AGENT,
         rows=_rows(db, ctx.user_id),
         arg_prefix=_ARG,
     )
@@ -164,7 +164,8 @@ def _rows(db: Database, user_id: str | None) -> list[Row]:
     for record in audit.latest(db, AUDIT_ROWS, user_id=user_id):
         who = describe(record.actor, record.user_id, record.approved_by, record.approved_at)
         approval = None
-        if record.approval_id and record.refusal_kind == ConfirmRequired.__name__:
+        proposed = record.refusal_kind == ConfirmRequired.__name__
+        if record.approval_id and proposed and record.agent == AGENT:
             approval = consent.get(db, record.approval_id)
         rows.append(Row(record, who, approval, approval and approval.state(now)))
     return rows

@@ -58,7 +58,17 @@ class ArgMap(Mapping[str, str]):
         return repr(self._items)
 
 
-def _freeze_args(obj: Tool | ToolDef) -> None:
+def _normalise(obj: Tool | ToolDef) -> None:
+    """``access`` as the `Access` member (every check compares with ``is``), ``args`` frozen."""
+    try:
+        access = Access(obj.access) if isinstance(obj.access, str) else None
+    except ValueError:
+        access = None
+    if access is None:
+        raise ValueError(
+            f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
+        )
+    object.__setattr__(obj, "access", access)
     if not isinstance(obj.args, ArgMap):
         object.__setattr__(obj, "args", ArgMap(obj.args))
 
@@ -78,7 +88,7 @@ class Tool:
     confirm: str = ""
 
     def __post_init__(self) -> None:
-        _freeze_args(self)
+        _normalise(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +109,7 @@ class ToolDef:
     source: str = ""
 
     def __post_init__(self) -> None:
-        _freeze_args(self)
+        _normalise(self)
 
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")

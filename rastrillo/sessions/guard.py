@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from ..awaitable import is_async_callable
 from ..context import Context
 
 H = TypeVar("H", bound=Callable[[Context], Any])
@@ -24,7 +24,7 @@ def require(handle: H) -> H:
     A dispatched tool call is guarded the same way, by the session of the user
     the agent acts for.
     """
-    if inspect.iscoroutinefunction(handle):
+    if is_async_callable(handle):
 
         @functools.wraps(handle)
         async def guarded_async(ctx: Context) -> Any:

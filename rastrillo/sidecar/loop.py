@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import random
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from ..awaitable import is_async_callable
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConfigError
 from ..storage import Database, DatabaseUnavailable
@@ -79,10 +79,6 @@ async def event_sleep(seconds: float, wake: asyncio.Event) -> None:
         await asyncio.wait_for(wake.wait(), seconds)
 
 
-def is_async_callable(fn: object) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    )
 
 
 @dataclass(frozen=True, kw_only=True)

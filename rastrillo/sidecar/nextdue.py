@@ -22,9 +22,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from ..awaitable import is_async_callable
 from ..errors import ConfigError
 from .lease import recorded_next_due
-from .loop import Sidecar, as_sidecar, is_async_callable
+from .loop import Sidecar, as_sidecar
 from .planner import interpret
 
 if TYPE_CHECKING:

@@ -32,9 +32,10 @@ from typing import Any
 from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 
 from rastrillo.actor import Approval, describe
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.errors import RastrilloError
+from rastrillo.storage import METADATA, Database, Instant, is_unavailable
 
-__all__ = ["AuditRecord", "append", "flush", "latest"]
+__all__ = ["AuditNotWritten", "AuditRecord", "append", "flush", "latest", "shutdown"]
 
 log = logging.getLogger("rastrillo.tools.audit")
 
@@ -108,13 +109,13 @@ class AuditRecord:
 def append(
     db: Database,
     *,
-    call_id: str,
-    tool: str,
-    actor: str,
+    call_id: Any,
+    tool: Any,
+    actor: Any,
     user_id: str | None,
-    args: Mapping[str, Any],
+    args: Mapping[Any, Any],
     approval: Approval | None,
-    approval_id: str | None,
+    approval_id: Any,
     status: int | None,
     refusal: str | None,
     duration_ms: float,
@@ -124,19 +125,22 @@ def append(
     approval_path: str | None = None,
     refusal_kind: str | None = None,
 ) -> None:
-    """Record one call; whatever it held is kept, non-strings as their ``repr``.
+    """Record one call, whatever it held: never refused for its content.
 
-    ``durable`` writes the row now, in the calling thread; otherwise it is
-    queued for the background writer.
+    Every text is made storable on every database (by the thread that writes
+    it, not the caller's): a non-string as its ``repr``, a lone surrogate or a
+    NUL escaped, a value longer than its column cut short (ending ``…``).
+    ``durable`` writes the row now, in the calling thread, waiting out a locked
+    or unreachable database; otherwise it is queued for the background writer.
     """
     row = dict(
         at=db.clock.now(),
         call_id=call_id,
-        tool=_text(tool),
-        actor=_text(actor),
+        tool=tool,
+        actor=actor,
         agent=agent,
         user_id=user_id,
-        args=json.dumps(_printable(args), ensure_ascii=False),
+        args=dict(args),
         approval_id=approval_id,
         approval_path=approval_path,
         approved_by=approval.approved_by if approval else None,
@@ -144,33 +148,71 @@ def append(
         status=status,
         refusal_kind=refusal_kind,
         refusal=refusal,
-        client=None if client is None else _text(client),
+        client=client,
         duration_ms=duration_ms,
     )
     if durable:
-        with db.write() as conn:
-            conn.execute(_INSERT, [row])
+        _insert(db, [_storable(row)])
     else:
         _writer(db).put(row)
 
 
+class AuditNotWritten(RastrilloError):
+    """Rows appended before a :func:`flush` are not in the table.
+
+    ``pending`` rows are still queued: the database is locked or unreachable,
+    and the writer goes on retrying them. ``lost`` rows were refused by the
+    database since the last flush and are in the log, each in full.
+    """
+
+    def __init__(self, pending: int, lost: int) -> None:
+        self.pending = pending
+        self.lost = lost
+        parts = []
+        if pending:
+            parts.append(f"{pending} still waiting for the database (retrying)")
+        if lost:
+            parts.append(f"{lost} refused by the database (logged in full)")
+        super().__init__(f"audit rows not written: {'; '.join(parts)}")
+
+
 def flush(db: Database, timeout: float = 10.0) -> None:
-    """Wait until every row appended so far is in the table."""
+    """Wait until every row appended so far is in the table.
+
+    Raises :class:`AuditNotWritten` when, after ``timeout`` seconds, some are
+    still waiting (they stay queued and are written once the database lets
+    them), or when the database refused rows since the last flush.
+    """
     writer = _writers.get(db)
-    if writer is not None:
-        writer.wait(timeout)
+    if writer is None:
+        return
+    pending = writer.wait(timeout)
+    lost = writer.take_lost()
+    if pending or lost:
+        raise AuditNotWritten(pending, lost)
+
+
+def shutdown(timeout: float = 30.0) -> None:
+    """At interpreter exit: wait for every database's queued rows, then log, row by
+    row, any that could still not be written."""
+    for writer in list(_writers.values()):
+        if writer.wait(timeout):
+            for row in writer.abandon():
+                log.error("audit: row not written before exit: %s", _as_json(row))
 
 
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:
     """The newest rows first, optionally only the calls made for one user.
 
-    A database the app never opened has no audit table, and so no rows.
+    Rows appended before the call are waited for (up to ten seconds), so a
+    caller sees its own calls. A database the app never opened has no audit
+    table, and so no rows.
     """
-    flush(db)
+    writer = _writers.get(db)
+    if writer is not None:
+        writer.wait(10.0)
     query = (
-        select(audit_table)
-        .order_by(audit_table.c.at.desc(), audit_table.c.id.desc())
-        .limit(limit)
+        select(audit_table).order_by(audit_table.c.at.desc(), audit_table.c.id.desc()).limit(limit)
     )
     if user_id is not None:
         query = query.where(audit_table.c.user_id == user_id)
@@ -181,14 +223,32 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     return [_record(row) for row in rows]
 
 
-def _printable(args: Mapping[Any, Any]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in args.items()}
-
-
 def _text(value: Any) -> str:
-    """Any value as text the database takes: non-strings as ``repr``, lone surrogates escaped."""
+    """Any value as text every database stores: non-strings as ``repr``; a lone
+    surrogate (not UTF-8) and a NUL (refused by PostgreSQL) escaped as ``\\udxxx``
+    and ``\\x00``."""
     text = value if isinstance(value, str) else repr(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with each text column's value storable and cut to the column's length."""
+    args = row["args"]
+    row["args"] = json.dumps({_text(k): _text(v) for k, v in args.items()}, ensure_ascii=False)
+    for column in audit_table.columns:
+        value = row.get(column.name)
+        if not isinstance(column.type, String) or (value is None and column.nullable):
+            continue
+        text = _text(value)
+        limit = column.type.length
+        if limit is not None and len(text) > limit:
+            text = text[: limit - 1] + "…"
+        row[column.name] = text
+    return row
+
+
+def _as_json(row: Mapping[str, Any]) -> str:
+    return json.dumps(row, default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
@@ -212,6 +272,44 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
     )
 
 
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 2.0
+
+
+def _insert(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert ``rows``; return those the database refused, each logged in full.
+
+    A database that cannot serve now (``storage.is_unavailable``: locked past
+    the busy timeout, unreachable, out of room) is waited out: the rows are
+    retried, with a growing pause, until written. Any other failure is a row's
+    own: the rows are then written one at a time, so one refused row never
+    costs another.
+    """
+    delay = _RETRY_FIRST
+    waiting = False
+    while True:
+        try:
+            with db.write() as conn:
+                conn.execute(_INSERT, rows)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                refused = exc
+                break
+            if not waiting:
+                log.warning("audit: %d rows wait for the database (%s); retrying", len(rows), exc)
+                waiting = True
+            time.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+        else:
+            if waiting:
+                log.warning("audit: %d rows written after waiting for the database", len(rows))
+            return []
+    if len(rows) == 1:
+        log.error("audit: the database refused a row: %s", _as_json(rows[0]), exc_info=refused)
+        return rows
+    return [lost for row in rows for lost in _insert(db, [row])]
+
+
 class _Writer:
     """Writes one database's queued rows in batches on a thread that ends when idle."""
 
@@ -222,8 +320,10 @@ class _Writer:
         self.db = db
         self._cond = threading.Condition()
         self._rows: list[dict[str, Any]] = []
+        self._batch: list[dict[str, Any]] = []
         self._queued = 0
-        self._written = 0
+        self._done = 0
+        self._lost = 0
         self._running = False
 
     def put(self, row: dict[str, Any]) -> None:
@@ -235,12 +335,25 @@ class _Writer:
                 self._running = True
                 threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> int:
+        """Wait until the rows queued so far are written or refused; return how many are not."""
         deadline = time.monotonic() + timeout
         with self._cond:
             target = self._queued
-            while self._written < target and self._cond.wait(deadline - time.monotonic()):
+            while self._done < target and self._cond.wait(max(0.0, deadline - time.monotonic())):
                 pass
+            return max(0, target - self._done)
+
+    def take_lost(self) -> int:
+        """How many rows the database refused since the last call."""
+        with self._cond:
+            lost, self._lost = self._lost, 0
+            return lost
+
+    def abandon(self) -> list[dict[str, Any]]:
+        """The rows not written yet: the one batch being written and every queued row."""
+        with self._cond:
+            return [*self._batch, *self._rows]
 
     def _run(self) -> None:
         while True:
@@ -251,14 +364,12 @@ class _Writer:
                 if not self._rows:
                     self._running = False
                     return
-                batch, self._rows = self._rows, []
-            try:
-                with self.db.write() as conn:
-                    conn.execute(_INSERT, batch)
-            except Exception:
-                log.exception("audit: %d rows could not be written: %r", len(batch), batch)
+                self._batch, self._rows = self._rows, []
+            lost = _insert(self.db, [_storable(row) for row in self._batch])
             with self._cond:
-                self._written += len(batch)
+                self._done += len(self._batch)
+                self._lost += len(lost)
+                self._batch = []
                 self._cond.notify_all()
 
 
@@ -274,7 +385,4 @@ def _writer(db: Database) -> _Writer:
     return writer
 
 
-@atexit.register
-def _flush_all() -> None:
-    for writer in list(_writers.values()):
-        writer.wait(10.0)
+atexit.register(shutdown)

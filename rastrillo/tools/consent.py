@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 DEFAULT_TTL = timedelta(minutes=10)
+_APPROVAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What ``secrets.token_urlsafe`` makes; anything else is no approval, never a query."""
 APPROVAL_PATH = "/_rastrillo/approvals/"
 
 approvals_table = Table(
@@ -149,7 +152,9 @@ def request_approval(
 
 
 def get(db: Database, approval_id: str) -> ApprovalRecord | None:
-    """The approval with this id, or None."""
+    """The approval with this id, or None (for anything that is not an approval id)."""
+    if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
+        return None
     with db.read() as conn:
         row = conn.execute(
             select(approvals_table).where(approvals_table.c.id == approval_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 import itertools
 import json
 import logging
@@ -28,11 +29,12 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
 
 import anyio
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from rastrillo.actor import Actor, Approval
-from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
 from rastrillo.registry.declare import Access, ToolDef
 from rastrillo.registry.errors import (
@@ -119,50 +121,67 @@ class ToolCallMarker:
     """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
 
     Only in-process code can put it there, never an HTTP client: the CSRF
-    middleware lets a request through because of it, and ``ctx.actor`` is its
-    ``actor`` (the agent, the user it acts for, and the approval of a write).
+    middleware lets a request through because of it, ``ctx.actor`` is its
+    ``actor`` (the agent, the user it acts for, and the approval of a write),
+    and the router sends the request to its ``route`` and no other.
     """
 
     actor: Actor
     call_id: str
     approval: Approval | None = None
     session: Session | None = None
-    """The call's session as the dispatcher found it, so the session middleware
-    need not look it up again."""
+    """The call's session as the dispatcher found it (a write's), so the session
+    middleware need not look it up again; None, and it looks it up as for a browser."""
+    route: str | None = None
+    """The tool's route path (``/notes/{id}``): the router matches the request
+    against it alone, so a value can never reach a literal sibling (``/notes/export``)."""
 
 
 async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     """Check ``call`` against the registry ``defs`` and consent, then run it through ``app``.
 
-    Raises a :class:`ToolError` for a refused call, the handler never reached:
-    :class:`UnknownTool`, :class:`UnknownArg`, :class:`MissingArg` or
-    :class:`BadArg`, :class:`BadActor`, and for a write :class:`ConfirmRequired`
-    or :class:`ApprovalInvalid`. Anything the app answers, a 4xx or 5xx
-    included, is a :class:`Result`. ``app`` is ``rastrillo.handler(options)``;
-    no server or lifespan is needed. The few database statements a call needs
-    (session, approval, audit) run inline: they are small and local. The audit
-    row of an approved write is committed before this returns.
+    Raises a :class:`ToolError` for a refused call, whatever the call holds,
+    the handler never reached: :class:`UnknownTool`, :class:`UnknownArg`,
+    :class:`MissingArg` or :class:`BadArg`, :class:`BadActor`, and for a write
+    :class:`ConfirmRequired` or :class:`ApprovalInvalid`. Anything the app
+    answers, a 4xx or 5xx included, is a :class:`Result`. ``app`` is
+    ``rastrillo.handler(options)``; no server or lifespan is needed. The
+    database work (session, approval, an approved write's audit row) runs in a
+    worker thread, never on the event loop; the audit row of an approved
+    write is committed before this returns.
     """
     started = time.perf_counter()
     call_id = call.call_id or f"{_RUN}-{next(_SEQUENCE)}"
     user_id: str | None = None
     approval: Approval | None = None
-    approval_id = call.approval if isinstance(call.approval, str) else None
+    approval_id: object = None  # recorded for a write only: a read takes no approval
     approval_path: str | None = None
     status: int | None = None
     refusal: str | None = None
     refusal_kind: str | None = None
     try:
         defn = _check_args(defs, call)
-        session = _check_actor(app, defn, call)
-        user_id = session.user_id if session is not None else None
+        _check_agent(call)
+        if defn.access is Access.WRITE:
+            approval_id = call.approval
+        session = None
+        if call.session is not None and (
+            defn.access is Access.WRITE or call.actor.user_id is not None
+        ):
+            # Needed before the app runs: a write's user approves it, a claimed user is
+            # checked. A read's session is looked up by the session middleware, as a
+            # browser's is, in the one worker-thread hop a request has for it.
+            session = await run_in_threadpool(find_session, app.db, call.session)
+        user_id = _check_user(defn, call, session)
         if defn.access is Access.WRITE:
             assert user_id is not None
-            approval = _consent(app, defn, call, user_id)
+            approval = await run_in_threadpool(_consent, app, defn, call, user_id)
             approval_path = consent.approval_path(approval.id)
         actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
-        marker = ToolCallMarker(actor, call_id, approval, session)
-        result = await _run(app, defn, call, marker)
+        marker = ToolCallMarker(actor, call_id, approval, session, defn.path)
+        result, resolved_user = await _run(app, defn, call, marker)
+        if session is None:
+            user_id = resolved_user
         status = result.status
         return result
     except ConfirmRequired as exc:
@@ -174,11 +193,12 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
         refusal, refusal_kind = exc.audit_note, type(exc).__name__
         raise
     finally:
-        audit.append(
+        record = functools.partial(
+            audit.append,
             app.db,
             call_id=call_id,
-            tool=call.tool if isinstance(call.tool, str) else repr(call.tool),
-            actor=str(call.actor) if isinstance(call.actor, Actor) else repr(call.actor),
+            tool=call.tool,
+            actor=str(call.actor) if isinstance(call.actor, Actor) else call.actor,
             user_id=user_id,
             args=call.args if isinstance(call.args, Mapping) else {},
             approval=approval,
@@ -187,11 +207,14 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             refusal=refusal,
             client=call.client if isinstance(call.client, str) else None,
             duration_ms=(time.perf_counter() - started) * 1000,
-            durable=approval is not None,  # an approved write ran: on disk before we return
             agent=_agent_name(call.actor),
             approval_path=approval_path,
             refusal_kind=refusal_kind,
         )
+        if approval is None:
+            record()  # queued for the background writer
+        else:  # an approved write ran: on disk before we return
+            await run_in_threadpool(record, durable=True)
 
 
 def _agent_name(actor: object) -> str | None:
@@ -216,9 +239,19 @@ def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
 
 def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
     """Steps 1-3: the tool exists; its args, exactly, with safe values."""
-    defn = next((d for d in defs if d.id == call.tool), None)
+    defn = (
+        next((d for d in defs if d.id == call.tool), None) if isinstance(call.tool, str) else None
+    )
     if defn is None:
-        raise UnknownTool(str(call.tool), (d.id for d in defs))
+        raise UnknownTool(
+            call.tool if isinstance(call.tool, str) else repr(call.tool), (d.id for d in defs)
+        )
+    if defn.access is Access.READ and defn.method != "GET":
+        # Generate refuses such a tool; a hand-built registry must not run a state change unasked.
+        raise ToolError(
+            f"tool {defn.id!r} is a read but its route is {defn.method}: a read tool must be "
+            "a GET action"
+        )
     args = call.args
     if not isinstance(args, Mapping):
         raise BadArg(defn.id, "*", "args must be a mapping of arg name to string value")
@@ -240,8 +273,8 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> ToolDef:
     return defn
 
 
-def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
-    """Step 4: a named agent, acting for the user whose session the call carries."""
+def _check_agent(call: Call) -> None:
+    """Step 4, the call itself: a named agent, and a session id that is one."""
     actor = call.actor
     if not isinstance(actor, Actor) or not actor.is_named_agent:
         raise BadActor(
@@ -253,11 +286,14 @@ def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
     session = call.session
     if session is not None and not is_session_id(session):
         raise BadActor("call.session is not a session id")
-    found = find_session(app.db, session) if session is not None else None
+
+
+def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
+    """Step 4, the user: the one whose live session the call carries; a write needs one."""
     user_id = found.user_id if found is not None else None
-    if actor.user_id is not None and actor.user_id != user_id:
+    if call.actor.user_id is not None and call.actor.user_id != user_id:
         raise BadActor(
-            f"the actor acts for user {actor.user_id} but the call carries no live session "
+            f"the actor acts for user {call.actor.user_id} but the call carries no live session "
             "of that user"
         )
     if defn.access is Access.WRITE and user_id is None:
@@ -265,7 +301,7 @@ def _check_actor(app: Target, defn: ToolDef, call: Call) -> Session | None:
             f"tool {defn.id!r} changes data for a user who must approve it: "
             "call.session must be that user's live session"
         )
-    return found
+    return user_id
 
 
 def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
@@ -295,7 +331,7 @@ def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
         raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
     return consent.redeem(
         app.db,
-        str(call.approval),
+        call.approval if isinstance(call.approval, str) else "",
         tool=defn.id,
         args=call.args,
         actor=actor,
@@ -304,8 +340,10 @@ def _consent(app: Target, defn: ToolDef, call: Call, user_id: str) -> Approval:
     )
 
 
-async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -> Result:
-    """Send one request through ``app`` and collect the response."""
+async def _run(
+    app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker
+) -> tuple[Result, str | None]:
+    """Send one request through ``app``; its response, and the user its session was."""
     params = set(path_params(defn.path))
     raw_path = fill_path(defn.path, call.args)
     rest = urlencode(sorted((k, v) for k, v in call.args.items() if k not in params)).encode()
@@ -337,7 +375,8 @@ async def _run(app: Target, defn: ToolDef, call: Call, marker: ToolCallMarker) -
         "extensions": {},
         TOOL_CALL_SCOPE_KEY: marker,
     }
-    return await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+    result = await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+    return result, scope.get(USER_SCOPE_KEY)
 
 
 async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str) -> Result:

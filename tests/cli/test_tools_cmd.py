@@ -48,3 +48,17 @@ def test_an_app_without_tools_says_how_to_declare_one(tmp_path, capsys):
     app = write_app(tmp_path / "app", {"index.GET.py": handle})
     assert main(["tools", "list", "--app", str(app)]) == 0
     assert "TOOL = rastrillo.Tool" in capsys.readouterr().out
+
+
+def test_list_prints_an_authors_control_characters_escaped_one_line_per_tool(tmp_path, capsys):
+    handle = (
+        "import rastrillo\n"
+        "TOOL = rastrillo.Tool(description='Shows it\\n\\x1b[2Jforged  \\u202eevil\\u2028x')\n"
+        "def handle(ctx):\n    return ctx.text('x')\n"
+    )
+    app = write_app(tmp_path / "app", {"index.GET.py": handle})
+    assert main(["tools", "list", "--app", str(app)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert "\x1b" not in out and "\u202e" not in out and "\u2028" not in out
+    assert "Shows it\\n\\x1b[2Jforged  \\u202eevil\\u2028x" in out

@@ -9,6 +9,7 @@ import pytest
 
 from rastrillo.pages.console import CONSOLE_PATH
 from rastrillo.testing import TestApp
+from rastrillo.tools import audit
 
 TICKETS = Path(__file__).resolve().parents[2] / "examples" / "tickets"
 
@@ -63,14 +64,15 @@ def test_schemas_in_the_chosen_format(tickets: TestApp) -> None:
     assert "anthropic" in wrong.text
 
 
-def test_a_call_is_dispatched_as_the_named_agent_for_the_user(tickets: TestApp) -> None:
+def test_a_call_is_dispatched_as_the_console_for_the_user(tickets: TestApp) -> None:
     tickets.sign_in(tickets.client, 2)
     page = tickets.client.post(
-        CONSOLE_PATH, data={"tool": "orders_get", "agent": "helper", "format": "openai"}
+        CONSOLE_PATH, data={"tool": "orders_get", "agent": "concierge", "format": "openai"}
     ).text
     assert 'Status <strong class="status">200</strong>' in page
     assert "Chess Open" in page  # user 2's order, read through the user's own session
-    assert '<p class="who">agent:helper for user 2</p>' in page
+    assert '<p class="who">agent:console for user 2</p>' in page  # never another agent's name
+    assert "concierge" not in page
     assert "&#34;strict&#34;: true" in page  # the chosen format is kept
 
 
@@ -94,10 +96,8 @@ def test_a_write_links_to_its_approval_then_runs_once_approved(tickets: TestApp)
 
 def test_a_refusal_is_shown_with_its_reason(tickets: TestApp) -> None:
     tickets.sign_in(tickets.client, 1)
-    page = tickets.client.post(
-        CONSOLE_PATH, data={"tool": "orders_id_get", "agent": "bad name", "arg.id": "1"}
-    ).text
-    assert "Refused: a tool call is made by a named agent" in page
+    page = tickets.client.post(CONSOLE_PATH, data={"tool": "orders_id_get"}).text
+    assert "Refused: tool &#39;orders_id_get&#39; needs the arg &#39;id&#39;" in page
 
 
 def test_an_approved_call_is_rerun_from_the_approval_itself(tickets: TestApp) -> None:
@@ -113,5 +113,25 @@ def test_an_approved_call_is_rerun_from_the_approval_itself(tickets: TestApp) ->
     tickets.sign_in(bob, 2)
     assert bob.post(CONSOLE_PATH, data={"approval": found[2]}).status_code == 404
     done = alice.post(CONSOLE_PATH, data={"approval": found[2], "format": "mcp"}).text
-    assert 'Status <strong class="status">201</strong>' in done
+    # Run, not refused: the args redeemed are the approved ones to the byte (a CRLF
+    # would be ApprovalInvalid). The demo reads quantities strictly, so "2\n" is a 409.
+    assert "Refused" not in done
+    assert 'Status <strong class="status">409</strong>' in done
     assert "agent:console for user 1, approved by user 1" in done
+
+
+def test_the_console_never_runs_another_agents_approval(tickets: TestApp) -> None:
+    alice = tickets.client
+    tickets.sign_in(alice, 1)
+    agent = tickets.agent("concierge", user_id=1)
+    sentence = "Cancel order 1? Its tickets go back on sale."
+    pending = agent.needs_confirmation("orders_id_cancel_post", {"id": "1"}, sentence=sentence)
+    agent.approve(pending)
+    page = alice.get(CONSOLE_PATH).text
+    assert "agent:concierge for user 1" in page
+    assert "Run the approved call" not in page  # only the console's own proposals
+    done = alice.post(CONSOLE_PATH, data={"approval": pending.approval_id}).text
+    assert "Refused: approval invalid (actor)" in done
+    ran = [r for r in audit.latest(tickets.db, limit=50) if r.status is not None]
+    assert ran == []  # nothing ran, under any name
+    assert agent.call("orders_id_cancel_post", {"id": "1"}, approval=pending).status == 200

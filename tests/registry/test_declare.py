@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rastrillo.registry.declare import Access, ArgMap, Tool, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.schemas import WRITE_SUFFIX, schemas
 
 
 def make_def(**changes: object) -> ToolDef:
@@ -30,6 +31,22 @@ def test_access_members_and_aliases() -> None:
     assert [a.value for a in Access] == ["read", "write"]
     assert ToolRead is Access.READ and ToolWrite is Access.WRITE
     assert str(ToolWrite) == "write"
+
+
+@pytest.mark.parametrize("cls", [Tool, ToolDef])
+def test_access_given_as_a_string_becomes_the_member(cls: type) -> None:
+    # Checks compare with `is`; a bare "write" must never pass for a read.
+    made = Tool(description="x", access="write") if cls is Tool else make_def(access="write")
+    assert made.access is ToolWrite
+    assert schemas([make_def(access="write")])[0]["description"].endswith(WRITE_SUFFIX)
+
+
+@pytest.mark.parametrize("access", ["WRITE", "admin", "", None, True, 1])
+def test_an_unknown_access_is_refused_at_construction(access: object) -> None:
+    with pytest.raises(ValueError, match=r"access must be rastrillo\.ToolRead or"):
+        make_def(access=access)
+    with pytest.raises(ValueError, match="access must be"):
+        Tool(description="x", access=access)  # type: ignore[arg-type]
 
 
 def test_tool_defaults_to_a_read_tool_without_args_or_confirm() -> None:

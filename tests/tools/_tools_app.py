@@ -78,6 +78,28 @@ def build(tmp_path: Path, **options: Any) -> Fixture:
         record("delete_note", ctx)
         return ctx.text("", status=204)
 
+    def note(ctx: rastrillo.Context):
+        record("note", ctx)
+        return ctx.text(f"note {ctx.params['id']}")
+
+    def export(ctx: rastrillo.Context):  # a literal sibling of /notes/{id}: no tool
+        record("export", ctx)
+        return ctx.text("every note")
+
+    @require
+    def erase(ctx: rastrillo.Context):
+        record("erase", ctx)
+        return ctx.text(f"erased {ctx.params['id']}")
+
+    @require
+    def erase_all(ctx: rastrillo.Context):  # a literal sibling of /notes/{id}/erase: no tool
+        record("erase_all", ctx)
+        return ctx.text("erased every note")
+
+    def page(ctx: rastrillo.Context):
+        record("page", ctx)
+        return ctx.text(f"page {ctx.params['name']}")
+
     routes = [
         Route("GET", "/orders/{id}", "order", order),
         Route("POST", "/orders/{id}/cancel", "cancel", cancel),
@@ -87,6 +109,11 @@ def build(tmp_path: Path, **options: Any) -> Fixture:
         Route("GET", "/secret", "secret", secret),
         Route("POST", "/secret", "secret", secret),
         Route("DELETE", "/notes/{id}", "delete_note", delete_note),
+        Route("GET", "/notes/{id}", "note", note),
+        Route("GET", "/notes/export", "export", export),
+        Route("POST", "/notes/{id}/erase", "erase", erase),
+        Route("POST", "/notes/all/erase", "erase_all", erase_all),
+        Route("GET", "/{name}", "page", page),
     ]
 
     def tool(method: str, path: str, access=rastrillo.ToolRead, args=None, confirm=""):
@@ -113,6 +140,9 @@ def build(tmp_path: Path, **options: Any) -> Fixture:
         tool("GET", "/search", args={"q": "what", "page": "which page"}),
         tool("GET", "/boom"),
         tool("DELETE", "/notes/{id}", rastrillo.ToolWrite, {"id": "note"}, "Delete note {id}?"),
+        tool("GET", "/notes/{id}", args={"id": "note"}),
+        tool("POST", "/notes/{id}/erase", rastrillo.ToolWrite, {"id": "note"}, "Erase note {id}?"),
+        tool("GET", "/{name}", args={"name": "a page"}),
     ]
     options.setdefault("origin", "http://testserver.local")
     options.setdefault("db", str(tmp_path / "app.db"))

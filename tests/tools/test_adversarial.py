@@ -13,8 +13,10 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
 import rastrillo
+from rastrillo import visible
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.sessions import cookie_name
 from rastrillo.testing import live_server
@@ -57,6 +59,22 @@ TRICKY = [
     "\ufeff",
     "\U0001f600",
     "\x85",
+    # Invisible, but allowed in a value: the approval page must show each one.
+    "\u200b",
+    "\u2028",
+    "\u2029",
+    "\u00ad",
+    "\u3164",
+    "\u2800",
+    "\ufe0f",
+    "\U000e0041",
+    "\u3000",
+    # Names of literal siblings and framework endpoints a path value could reach.
+    "export",
+    "all",
+    "healthz",
+    "secret",
+    "static",
 ]
 values = st.one_of(
     st.text(),
@@ -79,6 +97,16 @@ def sessions(f) -> dict[str, str]:
     return {user: f.session(user) for user in ("3", "4")}
 
 
+HANDLERS = {
+    "orders_id_get": "order",
+    "notes_id_get": "note",
+    "name_get": "page",
+    "me_get": "me",
+    "search_get": "search",
+    "boom_get": "boom",
+}
+
+
 def safe(value: str) -> bool:
     return not (set(value) & UNSAFE) and not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
 
@@ -87,7 +115,9 @@ def safe(value: str) -> bool:
 @given(
     tool=st.one_of(
         st.text(max_size=100),
-        st.sampled_from(["orders_id_get", "secret_get", "secret_post", "get", ""]),
+        st.sampled_from(
+            ["orders_id_get", "notes_id_get", "name_get", "secret_get", "secret_post", "get", ""]
+        ),
     ),
     args=st.dictionaries(names, values, max_size=3),
 )
@@ -103,7 +133,7 @@ def test_only_a_registered_tool_handler_is_ever_reached(f, sessions, tool, args)
     assert tool in registered
     ran = f.seen[before:]
     assert len(ran) <= 1
-    assert all(s["handler"] != "secret" for s in ran)
+    assert all(s["handler"] == HANDLERS[tool] for s in ran)  # its own route, no sibling
     assert registered[tool].access is rastrillo.ToolRead  # no write without its approval
     assert result.status in (200, 303, 404, 500)
 
@@ -359,3 +389,59 @@ def test_unregistered_routes_exist_but_no_tool_reaches_them(f):
         with pytest.raises(UnknownTool):
             run(f.app, f.defs, Call(tool=tool, args={}, actor=rastrillo.Actor.agent("x")))
     assert len(f.ran("secret")) == before
+
+
+@FUZZ
+@given(value=values, tool=st.sampled_from(["notes_id_get", "name_get"]))
+def test_a_path_value_never_reaches_a_literal_sibling_or_an_endpoint(f, value, tool):
+    """`/notes/{id}` beside `/notes/export`, and `/{name}` beside `/healthz`, `/secret`…"""
+    before = len(f.seen)
+    param = "id" if tool == "notes_id_get" else "name"
+    call = Call(tool=tool, args={param: value}, actor=rastrillo.Actor.agent("fuzz"))
+    try:
+        result = run(f.app, f.defs, call)
+    except BadArg:
+        assert value in ("", ".", "..") or not safe(value)
+        assert len(f.seen) == before
+        return
+    [seen] = f.seen[before:]
+    assert (seen["handler"], seen["params"]) == (HANDLERS[tool], {param: value})
+    assert result.status == 200
+
+
+@FUZZ
+@given(reason=values)
+def test_the_approval_page_shows_every_character_approved(f, sessions, reason):
+    call = Call(
+        tool="orders_id_cancel_post",
+        args={"id": "7", "reason": reason},
+        actor=rastrillo.Actor.agent("fuzz"),
+        session=sessions["3"],
+    )
+    try:
+        run(f.app, f.defs, call)
+    except ConfirmRequired as pending:
+        url = pending.url
+    except BadArg:
+        assert not safe(reason)
+        return
+    client = TestClient(f.app, base_url=f.app.origin)
+    client.cookies.set(cookie_name(f.app.origin), sessions["3"])
+    page = client.get(url).text
+    hidden = [c for c in reason if visible.is_hidden(c)]
+    # None sent raw, where it would show as nothing (a newline is the page's own, too).
+    assert not (set(hidden) - {"\n"}) & set(page)
+    edges = len(reason) - len(reason.strip(" "))
+    marks = [f">{visible.label(c)}</span>" for c in hidden if c != "\n"]
+    for mark in set(marks):  # in the table's row for reason (the sentence has no reason)
+        assert page.count(mark) >= marks.count(mark)
+    if edges and reason.strip(" "):
+        assert ">U+0020</span>" in page
+
+
+@FUZZ
+@given(text=st.text())
+def test_terminal_text_is_one_line_with_nothing_hidden(text):
+    shown = visible.for_terminal(text)
+    assert not any(visible.is_hidden(c) for c in shown)
+    assert "\n" not in shown and "\r" not in shown

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import re
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 import rastrillo
+from rastrillo import storage
 from rastrillo.cli.main import main
+from rastrillo.loader import load_options
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
@@ -201,6 +206,26 @@ def test_tools_call_and_audit_from_the_command_line(tickets, capsys):
     assert "agent:cli for user 1, approved by user 1 at" in lines[1] and "→ 200" in lines[1]
 
 
+def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys):
+    app = rastrillo.handler(load_options(tickets))
+    forged = 'x\n2026-01-01 00:00:00  orders_id_cancel_post(id="1")  agent:cli  → 200'
+    hostile = [
+        Call(tool=forged, args={}, actor=AGENT),
+        Call(tool="orders_id_get", args={"id": "1\x1b]0;pwned\x07\u2028"}, actor=AGENT),
+        Call(tool="\x1b[2J\u202e", args={"\x9b": "\x85"}, actor=AGENT, call_id="\x1b[1m"),
+    ]
+    for call in hostile:
+        with contextlib.suppress(ToolError):
+            run(app, app.options.tools, call)
+    audit.flush(app.db)
+    assert main(["audit", "--app", str(tickets)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == len(hostile)
+    assert not {"\x1b", "\x07", "\x9b", "\x85", "\u2028", "\u202e"} & set(out)
+    assert "x\\n2026-01-01 00:00:00" in out
+    assert '(id="1\\u001b]0;pwned\\u0007\\u2028")' in out
+
+
 def test_tools_call_usage_errors(tickets, capsys):
     app = ["--app", str(tickets)]
     assert main(["tools", "call", "orders_id_get", "id", "--as", "a", "--user", "1", *app]) == 1
@@ -231,6 +256,114 @@ def test_tickets_records_who_cancelled_an_order(tmp_path):
     with pytest.raises(ApprovalInvalid) as info:
         other.call("orders_id_cancel_post", {"id": "1"}, approval=pending)
     assert info.value.reason == "user"
+
+
+HOSTILE = ["\ud800", "me_get\x00", "\x00" * 3, "x" * 300, "é" * 100, 7, None, ["a"], "\udfff\ud800"]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=repr)
+def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp_path, hostile):
+    f = build(tmp_path, db=db_url)
+    session = f.session("3")
+    good = Call(tool="me_get", args={}, actor=AGENT, session=session)
+    write = Call(
+        tool="orders_id_cancel_post", args={"id": "1", "reason": "r"}, actor=AGENT, session=session
+    )
+    calls = [
+        dataclasses.replace(good, call_id="before"),
+        dataclasses.replace(good, call_id=hostile),
+        dataclasses.replace(good, tool=hostile),
+        dataclasses.replace(write, approval=hostile, call_id="approval"),
+        dataclasses.replace(good, args={"q": hostile}),
+        dataclasses.replace(good, session=hostile),
+        dataclasses.replace(good, actor=rastrillo.Actor.agent(hostile)),
+        dataclasses.replace(good, call_id="after"),
+    ]
+    for one in calls:
+        # Anything but a ToolError fails the test: a refusal is always a ToolError.
+        with contextlib.suppress(ToolError):
+            run(f.app, f.defs, one)
+    audit.flush(f.app.db)
+    rows = audit.latest(f.app.db, limit=100)
+    assert len(rows) == len(calls)
+    ids = {r.call_id for r in rows}
+    assert {"before", "approval", "after"} <= ids
+    refused = "ConfirmRequired" if hostile is None else "ApprovalInvalid"
+    assert next(r for r in rows if r.call_id == "approval").refusal.startswith(refused)
+    f.app.db.dispose()
+
+
+def test_a_row_the_database_refuses_costs_no_other_row_and_flush_says_so(tmp_path, caplog):
+    f = build(tmp_path)
+    with f.app.db.write() as conn:  # a database rule refusing one tool's rows
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse_poison BEFORE INSERT ON rastrillo_audit "
+            "WHEN NEW.tool = 'poison' BEGIN SELECT RAISE(ABORT, 'poison refused'); END"
+        )
+    for tool in ("me_get", "poison", "boom_get", "poison", "me_get"):
+        with contextlib.suppress(ToolError):
+            run(f.app, f.defs, Call(tool=tool, args={}, actor=AGENT))
+    with pytest.raises(audit.AuditNotWritten) as report:
+        audit.flush(f.app.db)
+    assert (report.value.pending, report.value.lost) == (0, 2)
+    assert [r.tool for r in audit.latest(f.app.db)] == ["me_get", "boom_get", "me_get"]
+    refused = [r for r in caplog.records if "the database refused a row" in r.getMessage()]
+    assert len(refused) == 2 and all('"tool": "poison"' in r.getMessage() for r in refused)
+    audit.flush(f.app.db)  # reported once
+
+
+class _Seen(logging.Handler):
+    """Sets an event when a log record's message holds ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeypatch, caplog):
+    """Another process holds SQLite's write lock longer than the busy timeout: the rows
+    wait and are written once it lets go; flush and shutdown say what is not written yet."""
+    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)  # give up on a lock wait sooner
+    f = build(tmp_path)
+    session = f.session("3")
+    holder = sqlite3.connect(f.app.db.engine.url.database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
+    waiting = _Seen("rows wait for the database")
+    logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
+    try:
+        for n in range(3):
+            run(
+                f.app,
+                f.defs,
+                Call(tool="me_get", args={}, actor=AGENT, session=session, call_id=f"held-{n}"),
+            )
+        assert waiting.event.wait(30), "the writer never tried to write"
+        with pytest.raises(audit.AuditNotWritten) as report:
+            audit.flush(f.app.db, timeout=0)
+        assert (report.value.pending, report.value.lost) == (3, 0)
+        audit.shutdown(timeout=0)
+        not_written = [
+            r.getMessage()
+            for r in caplog.records
+            if "row not written before exit" in r.getMessage()
+        ]
+        assert sorted(m.split('"call_id": ')[1][:8] for m in not_written) == [
+            '"held-0"',
+            '"held-1"',
+            '"held-2"',
+        ]
+    finally:
+        holder.rollback()
+        holder.close()
+        logging.getLogger("rastrillo.tools.audit").removeHandler(waiting)
+    audit.flush(f.app.db)
+    rows = audit.latest(f.app.db, limit=10)
+    assert sorted(r.call_id for r in rows) == ["held-0", "held-1", "held-2"]
 
 
 def test_rastrillo_audit_only_reads_it_neither_migrates_nor_seeds(tmp_path, capsys):

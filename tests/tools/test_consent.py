@@ -157,6 +157,21 @@ def test_the_sentence_shown_is_the_rendered_template(tmp_path):
     assert re.search(r"Cancel order \{reason\}<span[^>]*>↵</span><br>more\?", page)
 
 
+INVISIBLE = ["\u200b", "\u2028", "\u2029", "\ufeff", "\u00ad", "\u3164", "\u2800", "\U000e0041"]
+
+
+@pytest.mark.parametrize("hidden", INVISIBLE)
+def test_every_invisible_character_of_an_approved_value_is_shown(f, hidden):
+    args = {"id": "1" + hidden * 40, "reason": f" ok{hidden} "}
+    pending = propose(f, f.session("3"), args)
+    page = browser(f, "3").get(pending.url).text
+    assert hidden not in page  # never sent raw, where it would show as nothing
+    label = f"U+{ord(hidden):04X}"
+    # 40 in the sentence, 40 in the id's row, 1 in the reason's row.
+    assert page.count(f">{label}</span>") == 81
+    assert page.count(">U+0020</span>") == 2  # the reason's leading and trailing spaces
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from datetime import UTC, datetime
 
 import pytest
 
 import rastrillo
+from rastrillo.registry.declare import ToolDef
 from rastrillo.tools import (
     BadActor,
     BadArg,
@@ -16,6 +18,7 @@ from rastrillo.tools import (
     ConfirmRequired,
     MissingArg,
     ToolCallMarker,
+    ToolError,
     UnknownArg,
     UnknownTool,
     dispatch,
@@ -34,6 +37,30 @@ def f(tmp_path) -> Fixture:
 def call(f: Fixture, tool: str, args: dict | None = None, **kw) -> rastrillo.tools.Result:
     kw.setdefault("actor", AGENT)
     return dispatch_sync(f.app, f.defs, Call(tool=tool, args=args or {}, **kw))
+
+
+def test_a_hand_built_write_given_as_a_string_still_needs_its_approval(tmp_path):
+    f = build(tmp_path)
+    delete = ToolDef(id="notes_id_delete", method="DELETE", path="/notes/{id}",
+                     description="Delete a note.", access="write", args={"id": "note"},
+                     confirm="Delete note {id}?")
+    with pytest.raises(BadActor, match="session"):
+        dispatch_sync(f.app, [delete], Call(tool=delete.id, args={"id": "1"}, actor=AGENT))
+    with pytest.raises(ConfirmRequired):
+        dispatch_sync(f.app, [delete], Call(tool=delete.id, args={"id": "1"}, actor=AGENT,
+                                            session=f.session("3")))
+    assert f.seen == []
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE", "HEAD"])
+def test_a_hand_built_read_tool_that_is_not_get_is_refused(tmp_path, method):
+    f = build(tmp_path)
+    read = ToolDef(id="notes_id_x", method=method, path="/notes/{id}", description="x",
+                   args={"id": "note"})
+    with pytest.raises(ToolError, match="a read tool must be a GET action"):
+        dispatch_sync(f.app, [read], Call(tool=read.id, args={"id": "1"}, actor=AGENT,
+                                          session=f.session("3")))
+    assert f.seen == []
 
 
 def test_a_read_tool_reaches_its_handle_as_the_agent_for_the_user(f):
@@ -108,6 +135,8 @@ def test_the_order_of_checks(f):
         rastrillo.Actor.agent(""),
         rastrillo.Actor.agent("has space"),
         rastrillo.Actor.agent("x" * 65),
+        rastrillo.Actor.agent("concierge\n"),  # a name is matched whole, never up to a \n
+        rastrillo.Actor.agent(7),
         "agent:concierge",
         None,
     ],
@@ -148,6 +177,14 @@ def test_an_approval_cannot_ride_on_the_actor(f):
 def test_a_malformed_session_is_refused(f, session):
     with pytest.raises(BadActor):
         call(f, "orders_id_get", {"id": "7"}, session=session)
+
+
+def test_a_session_id_with_a_trailing_newline_is_refused_not_stripped(f):
+    # The cookie parser would strip the newline and run the call as the user,
+    # while dispatch would look up no session and audit it as nobody's.
+    with pytest.raises(BadActor, match="not a session id"):
+        call(f, "me_get", session=f.session("3") + "\n")
+    assert f.seen == []
 
 
 def test_a_write_needs_a_live_session_of_the_user(f):
@@ -301,3 +338,62 @@ def test_a_browser_request_has_a_human_actor(f):
     client.cookies.set("rastrillo_session", f.session("5"))
     assert client.get("/me").json() == {"user": "5", "actor": "human"}
     assert f.seen[-1]["actor"] == rastrillo.Actor(human=True, user_id="5")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "handler"),
+    [
+        ("notes_id_get", {"id": "export"}, "note"),
+        ("name_get", {"name": "healthz"}, "page"),
+        ("name_get", {"name": "api"}, "page"),
+        ("name_get", {"name": "me"}, "page"),
+        ("name_get", {"name": "static"}, "page"),
+    ],
+)
+def test_a_read_reaches_exactly_its_tools_route_never_a_literal_sibling(f, tool, args, handler):
+    result = call(f, tool, args, session=f.session("3"))
+    assert result.status == 200
+    [seen] = f.seen
+    assert (seen["handler"], seen["params"]) == (handler, args)
+
+
+def test_an_approved_write_runs_exactly_what_the_sentence_names(f):
+    session = f.session("3")
+    with pytest.raises(ConfirmRequired) as pending:
+        call(f, "notes_id_erase_post", {"id": "all"}, session=session)
+    assert pending.value.sentence == "Erase note all?"
+    rastrillo.tools.consent.decide(f.app.db, "3", pending.value.approval_id, True)
+    result = call(f, "notes_id_erase_post", {"id": "all"}, session=session,
+                  approval=pending.value.approval_id)
+    assert result.text == "erased all"
+    assert [s["handler"] for s in f.seen] == ["erase"]
+
+
+def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
+    """Another thread holds the write lock until the event loop runs again: dispatch
+    waiting on the database must leave the loop free, or this never ends."""
+    session = f.session("3")
+    holding, loop_ran = threading.Event(), threading.Event()
+    released_by_the_loop: list[bool] = []
+
+    def hold() -> None:
+        with f.app.db.write():
+            holding.set()
+            released_by_the_loop.append(loop_ran.wait(30))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(30)
+
+    async def main() -> None:
+        write = Call(tool="orders_id_cancel_post", args={"id": "1", "reason": "r"},
+                     actor=AGENT, session=session)
+        proposing = asyncio.create_task(dispatch(f.app, f.defs, write))
+        await asyncio.sleep(0)  # dispatch runs up to its first wait
+        loop_ran.set()
+        with pytest.raises(ConfirmRequired):
+            await proposing
+
+    asyncio.run(main())
+    holder.join()
+    assert released_by_the_loop == [True]

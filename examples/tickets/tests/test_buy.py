@@ -1,0 +1,42 @@
+"""Buying as an agent: the approved sentence says exactly what is held."""
+
+from pathlib import Path
+
+import pytest
+
+from rastrillo.testing import TestApp
+
+APP_DIR = Path(__file__).resolve().parent.parent
+BUY = "events_id_buy_post"
+
+
+def test_an_approved_purchase_holds_the_quantity_the_sentence_says(tmp_path):
+    app = TestApp(APP_DIR, tmp_path)
+    agent = app.agent("concierge", user_id=1)
+    pending = agent.needs_confirmation(
+        BUY, {"id": "2", "quantity": "3"}, sentence="Buy 3 ticket(s) for event 2?"
+    )
+    agent.approve(pending)
+    result = agent.call(BUY, {"id": "2", "quantity": "3"}, approval=pending)
+    assert result.status == 201 and result.json()["order"]["quantity"] == 3
+
+
+# Each reads as something else than what int() makes of it: 10, 10, 10, 10, 1, 1.
+@pytest.mark.parametrize("quantity", ["1\u0660", "1_0", "\uff11\uff10", "1\u06f0", " 1", "+1"])
+def test_a_quantity_that_is_not_plain_ascii_digits_is_refused(tmp_path, quantity):
+    app = TestApp(APP_DIR, tmp_path)
+    agent = app.agent("concierge", user_id=1)
+    args = {"id": "2", "quantity": quantity}
+    pending = agent.needs_confirmation(BUY, args, sentence=f"Buy {quantity} ticket(s) for event 2?")
+    agent.approve(pending)
+    result = agent.call(BUY, args, approval=pending)
+    assert result.status == 409
+    assert "whole number" in result.json()["error"]
+    assert app.db.query_one("SELECT COUNT(*) AS n FROM orders WHERE user_id = 1 AND event_id = 2"
+                            " AND status = 'held'").n == 0
+
+
+@pytest.mark.parametrize("event", ["2\u0660", "1_0", "\uff12"])
+def test_an_event_id_that_is_not_plain_ascii_digits_is_no_event(tmp_path, event):
+    app = TestApp(APP_DIR, tmp_path)
+    assert app.client.get(f"/events/{event}").status_code == 404

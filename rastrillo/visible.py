@@ -1,0 +1,106 @@
+"""Text shown to a person, with nothing hidden: every character that displays as nothing
+(or moves other text) made visible.
+
+A value a model chose reaches a terminal (``rastrillo audit``) and the approval
+page. Control characters there forge lines or drive the terminal; invisible
+ones (zero-width spaces, line separators, bidirectional marks, variation
+selectors, tag characters, blank-looking letters) make ``"1"`` followed by forty
+of them read as ``1``. One definition of "not plainly visible" serves both
+renderings: :func:`for_terminal` escapes each such character, and
+:func:`parts` splits text so a page can show each one as a labelled mark.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["Part", "for_terminal", "is_hidden", "parts"]
+
+# Default_Ignorable_Code_Point (Unicode DerivedCoreProperties): code points a
+# renderer shows as nothing when it has no glyph for them, whatever their category.
+_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+# Controls, format characters, surrogates, private use, unassigned, line and
+# paragraph separators, and every space but the plain one.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+_BRAILLE_BLANK = 0x2800
+
+
+@lru_cache(maxsize=4096)
+def is_hidden(char: str) -> bool:
+    """Whether ``char`` could display as nothing, as blank, or move the text around it."""
+    if char == " ":
+        return False
+    code = ord(char)
+    if code == _BRAILLE_BLANK or unicodedata.category(char) in _HIDDEN_CATEGORIES:
+        return True
+    return any(low <= code <= high for low, high in _IGNORABLE)
+
+
+def label(char: str) -> str:
+    """``U+200B``: how a page names a hidden character."""
+    return f"U+{ord(char):04X}"
+
+
+def for_terminal(text: str) -> str:
+    """``text`` on one line, each hidden character as a Python escape (``\\n``, ``\\x1b``,
+    ``\\u200b``): nothing reaches the terminal that could forge a line or drive it."""
+    if not any(is_hidden(c) for c in text):
+        return text
+    return "".join(_escape(c) if is_hidden(c) else c for c in text)
+
+
+def _escape(char: str) -> str:
+    escaped = repr(char)[1:-1]
+    if escaped != char:  # \n, \t, \x1b, \u200b, \U000e0001 …
+        return escaped
+    # Printable to Python, blank to a reader (U+2800, U+3164 …).
+    code = ord(char)
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+Part = tuple[str, str | None]
+"""A run of plain text ``(text, None)``, or one hidden character ``(char, "U+200B")``."""
+
+
+def parts(text: str) -> list[Part]:
+    """``text`` as runs of plainly visible text and single hidden characters, in order.
+
+    A page shows each hidden character as a visible mark with its label, so the
+    person reading it sees every character there is. Leading and trailing plain
+    spaces count as hidden too: nothing shows where they end.
+    """
+    out: list[Part] = []
+    run: list[str] = []
+    stripped = text.strip(" ")
+    start = len(text) - len(text.lstrip(" "))
+    end = start + len(stripped)
+    for i, char in enumerate(text):
+        if is_hidden(char) or (char == " " and not start <= i < end):
+            if run:
+                out.append(("".join(run), None))
+                run = []
+            out.append((char, label(char)))
+        else:
+            run.append(char)
+    if run:
+        out.append(("".join(run), None))
+    return out
