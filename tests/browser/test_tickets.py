@@ -178,3 +178,19 @@ def test_an_expired_approval_is_refused(person: Person, app: App) -> None:
     expect_order(page, "paid")
     page.goto(approval)
     expect(page.locator(".state")).to_contain_text("This request expired before it was run")
+
+
+def test_the_person_sees_every_invisible_character_they_would_approve(person: Person) -> None:
+    """An agent proposes "1" and forty zero-width spaces: the page must not read as "1"."""
+    page = person(viewport=PHONE)
+    sign_in(page, ALICE)
+    page.goto("/_rastrillo/console")
+    hidden = "1" + "\u200b" * 40
+    call_tool(page, "events_id_buy_post", id="2", quantity=hidden)
+    page.get_by_role("link", name="Review it on the approval page").first.click()
+    marks = "U+200B" * 40
+    expect(page.locator(".sentence")).to_have_text(f"Buy 1{marks} ticket(s) for event 2?")
+    expect(page.get_by_role("row", name=re.compile("^quantity"))).to_contain_text(f"1{marks}")
+    assert "\u200b" not in page.locator("main").inner_text()
+    expect_fits(page)
+    page.screenshot(path=ARTIFACTS / "approval-page-invisible.png", full_page=True)

@@ -8,6 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from rastrillo.agents import grants
+from rastrillo.sessions import revoke_user
 from rastrillo.testing import TestApp
 from tests.agents.mcp_app import make_app
 
@@ -89,3 +90,15 @@ def test_without_the_lifespan_mcp_says_so(tmp_path):
     t = TestApp(make_app(tmp_path / "app"), tmp_path)
     answer = t.client.post("/mcp", json=LIST, headers=MCP_HEADERS)
     assert answer.status_code == 503 and "lifespan" in answer.text
+
+
+def test_a_token_outlives_the_users_signed_in_sessions(t):
+    token = new_token(signed_in(t, "3"))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "notes_get", "arguments": {}}}
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    first = t.client.post("/mcp", json=call, headers=headers).json()["result"]
+    assert first["structuredContent"]["user"] == "3"
+    revoke_user(t.db, "3")  # signed out everywhere (a password change, say): the grant stands
+    again = t.client.post("/mcp", json=call, headers=headers).json()["result"]
+    assert again["isError"] is False and again["structuredContent"]["user"] == "3"
