@@ -64,11 +64,29 @@ def test_a_client_slow_to_send_its_body_is_cut_off(server: Server) -> None:
         assert closed_without_an_answer(slow)
 
 
+def read_response(s: socket.socket) -> bytes:
+    """One whole response (its head, then as many bytes as its Content-Length says)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += s.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
 def test_a_keep_alive_connection_serves_a_second_request_sent_in_time(server: Server) -> None:
     with connect(server) as c:
         for _ in range(2):
             c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert c.recv(65536).startswith(b"HTTP/1.1 200 ")
+            answer = read_response(c)
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            assert answer.endswith(b"home")
 
 
 def test_a_thousand_slow_clients_do_not_starve_a_quick_one(server: Server) -> None:

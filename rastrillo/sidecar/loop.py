@@ -186,7 +186,7 @@ class _Outcome:
 
 
 class SidecarLoop:
-    """Runs ``pass_fn`` until a signal, as CONTRACT section 11 describes."""
+    """Runs ``pass_fn`` until a signal, as docs/sidecar.md describes."""
 
     def __init__(
         self,

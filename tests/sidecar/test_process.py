@@ -115,14 +115,17 @@ def test_a_signal_while_sleeping_or_backing_off_exits_0_within_a_second(
     assert SECRET not in sidecar.log
 
 
-def test_a_sync_pass_sees_the_stop_flag_and_the_process_exits_0(
-    started: Callable[..., Sidecar],
+def test_a_sync_pass_sees_the_stop_flag_and_the_process_exits_0_releasing_its_lease(
+    started: Callable[..., Sidecar], workdir: Path
 ) -> None:
     sidecar = started("cooperative")
     until(lambda: sidecar.marks())
+    lease = "SELECT holder FROM rastrillo_sidecar_lease"
+    assert len(Database(str(workdir / "app.db")).query(lease)) == 1
     sidecar.signal(signal.SIGTERM)
     assert sidecar.wait(5) == 0
     assert [word for word, _ in sidecar.marks()] == ["start", "stopped"]
+    assert Database(str(workdir / "app.db")).query(lease) == []  # a standby need not wait
 
 
 def test_an_async_pass_is_cancelled_and_the_process_exits_0(
