@@ -9,8 +9,9 @@ file and reports what a client saw (requests, errors by kind), the server's peak
 - slow: the server runs under a 1,024 open-file limit; 1,100 connections send half a
   request line and stop. Meanwhile one client keeps asking ``GET /events/1`` (2 s
   timeout each): how many of its requests were answered, and how big the log grew.
-- bodies: 8 clients at once POST a 100 MB form of 999 fields to ``/orders/1/cancel``
-  without a session (streamed, so the client holds no copy).
+- bodies: 8 clients at once POST a 100 MB form of 999 fields without a session
+  (streamed, so the client holds no copy): 4 to ``/orders/1/cancel`` (behind
+  ``@require``), 4 to ``/signin`` (open to anyone).
 - sigterm: 32 signed-in buyers post orders while another process holds the SQLite
   write lock for longer than the drain; SIGTERM the server. Every write the server
   answered 2xx must be in the database, and no order may be there that was answered 5xx.
@@ -133,20 +134,21 @@ def bodies(tmp: Path) -> None:
     demo = Demo(tmp)
     outcomes: Counter[str] = Counter()
 
-    def post() -> None:
+    def post(path: str) -> None:
         try:
             response = httpx.post(
-                demo.base + "/orders/1/cancel",
+                demo.base + path,
                 content=_big_form(999, 100_000_000),
                 headers={"Origin": demo.base,
                          "Content-Type": "application/x-www-form-urlencoded"},
                 timeout=120,
             )
-            outcomes[str(response.status_code)] += 1
+            outcomes[f"{path} {response.status_code}"] += 1
         except httpx.TransportError as exc:
-            outcomes[type(exc).__name__] += 1
+            outcomes[f"{path} {type(exc).__name__}"] += 1
 
-    threads = [threading.Thread(target=post) for _ in range(8)]
+    paths = ["/orders/1/cancel", "/signin"] * 4  # behind @require, and open to anyone
+    threads = [threading.Thread(target=post, args=(path,)) for path in paths]
     for t in threads:
         t.start()
     for t in threads:
