@@ -49,6 +49,7 @@ from .pages.approvals import approval_routes
 from .pages.headers import SecurityHeaders
 from .registry.declare import ToolDef
 from .routing import Match, Route, Router
+from .sessions.middleware import RequestSession, pending_session
 from .sidecar import Sidecar, next_due_endpoint
 from .storage import Database, database_url
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
@@ -175,10 +176,13 @@ class App:
         inner: ASGIApp = self._route
         if options.wrap is not None:
             inner = options.wrap(inner)
+        # With no middleware of the app's between, the router checks the session itself,
+        # in the worker thread a sync handle runs in (one thread hop a request).
         inner = sessions.SessionMiddleware(
             inner,
             self.db,
             self.origin,
+            deferred=options.wrap is None,
         )
         self._stack: ASGIApp = SecurityHeaders(
             UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
@@ -292,6 +296,12 @@ class App:
         if limits.declared_too_large(scope, max_body):
             return _too_large(max_body)
         request = Request(scope, limits.limited(receive, max_body))
+        pending = pending_session(scope)
+        if pending is not None and (route.is_async or _has_form(request)):
+            # An async handle, or a form read only for a live session: checked first, in
+            # its own hop. A sync handle's is checked in its hop, by _checked_handle.
+            await run_in_threadpool(pending.check, scope)
+            pending = None
         try:
             form = await _read_form(request, route, max_body)
         except limits.BodyTooLarge:
@@ -300,13 +310,14 @@ class App:
             return PlainTextResponse(f"Bad form: {_detail(exc)}", status_code=400)
         except ClientDisconnect:  # nobody is left to read an answer
             return Response(status_code=400)
-        ctx = Context(self, request, match.params, form)
         try:
             with self.drain.request():
                 if route.is_async:
-                    response = await route.handle(ctx)
+                    response = await route.handle(Context(self, request, match.params, form))
                 else:
-                    response = await run_in_threadpool(route.handle, ctx)
+                    response = await run_in_threadpool(
+                        self._checked_handle, route, pending, request, match.params, form
+                    )
         except limits.BodyTooLarge:
             return _too_large(max_body)
         except ClientDisconnect:
@@ -322,13 +333,31 @@ class App:
         return response
 
 
+    def _checked_handle(
+        self,
+        route: Route,
+        pending: RequestSession | None,
+        request: Request,
+        params: dict[str, str],
+        form: dict[str, str],
+    ) -> Any:
+        """A sync ``handle``, in a worker thread: the session's row checked first, there."""
+        if pending is not None:
+            pending.check(request.scope)
+        return route.handle(Context(self, request, params, form))
+
+
+def _has_form(request: Request) -> bool:
+    return request.method not in ("GET", "HEAD") and request.headers.get(
+        "content-type", ""
+    ).startswith(_FORM_TYPES)
+
+
 async def _read_form(request: Request, route: Route, max_body: int) -> dict[str, str]:
     """The form fields of a form POST; none (and no byte read) when ``handle`` needs a
     session the request does not have, for it will refuse without looking. One field may
     fill the whole body; the parser keeps its limits of 1,000 fields and 1,000 files."""
-    if request.method in ("GET", "HEAD") or not request.headers.get(
-        "content-type", ""
-    ).startswith(_FORM_TYPES):
+    if not _has_form(request):
         return {}
     if sessions.requires_session(route.handle) and request.scope.get(USER_SCOPE_KEY) is None:
         return {}

@@ -101,6 +101,10 @@ migrations_table = Table(
 
 _MIGRATION_NAME = re.compile(r"(\d{4})_[A-Za-z0-9_\-]+\.sql")
 _BUSY_TIMEOUT_MS = 10_000
+_SQLITE_POOL_SIZE = 48
+"""SQLite connections kept open: one for each of Starlette's worker threads (anyio's
+default limit, 40) and the framework's own (audit writer, sidecar, start-up), so load
+reuses connections instead of opening (and setting up) new ones."""
 
 
 class DatabaseUnavailable(RastrilloError):
@@ -178,7 +182,9 @@ class Database:
                 self._file = Path(parsed.database).resolve()
                 self._file.parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(
-                self.url, connect_args={"check_same_thread": False, "timeout": 10}
+                self.url,
+                connect_args={"check_same_thread": False, "timeout": 10},
+                pool_size=_SQLITE_POOL_SIZE,
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
             event.listen(self.engine, "do_connect", self._before_connect)

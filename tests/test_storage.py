@@ -5,6 +5,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
 from rastrillo.errors import ConfigError
@@ -202,3 +203,36 @@ def test_a_framework_table_from_an_earlier_version_is_refused_at_start_saying_so
     old.close()
     with pytest.raises(ConfigError, match=r"earlier Rastrillo: its table rastrillo_sessions"):
         Database(str(path)).open()
+
+
+def test_a_load_of_every_worker_thread_reuses_the_pools_sqlite_connections(tmp_path):
+    """Starlette runs sync work in up to 40 threads: each holding a connection at once,
+    twice over, opens connections the first time only."""
+    db = Database(str(tmp_path / "app.db"))
+    db.open()
+    opened: list[object] = []
+    failed: list[BaseException] = []
+    event.listen(db.engine, "connect", lambda conn, record: opened.append(conn))
+
+    def load() -> None:
+        together = threading.Barrier(40, timeout=30)
+
+        def hold() -> None:
+            try:
+                with db.read() as conn:
+                    conn.exec_driver_sql("SELECT 1")
+                    together.wait()
+            except BaseException as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=hold) for _ in range(40)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    load()
+    first = len(opened)
+    assert first >= 39  # one may be left open by open()
+    load()
+    assert (len(opened), failed) == (first, [])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, String, Table, Text, select, update
+from sqlalchemy import Column, String, Table, Text, bindparam, select, update
 
 from rastrillo.actor import Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
@@ -151,6 +151,23 @@ def request_approval(
     return _record({**row, "decided_by": None, "decided_at": None, "used_at": None})
 
 
+_REDEEM = (
+    update(approvals_table)
+    .where(
+        approvals_table.c.id == bindparam("approval_id"),
+        approvals_table.c.digest == bindparam("wanted"),
+        approvals_table.c.user_id == bindparam("user"),
+        approvals_table.c.status == "approved",
+        approvals_table.c.used_at.is_(None),
+        approvals_table.c.expires_at > bindparam("now"),
+    )
+    .values(used_at=bindparam("now"))
+    .returning(approvals_table.c.decided_by, approvals_table.c.decided_at)
+)
+"""An approval's one use, built once: the row bound to this very call, approved, unused
+and unexpired, marked used; it returns who approved it and when."""
+
+
 def get(db: Database, approval_id: str) -> ApprovalRecord | None:
     """The approval with this id, or None (for anything that is not an approval id)."""
     if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
@@ -212,10 +229,20 @@ def redeem(
 ) -> Approval:
     """Use an approval for the identical call, once; return who approved it and when.
 
-    The checks name the first difference (tool, args, actor, user) or state
-    (pending, declined, expired, used). The use itself is one conditional
-    UPDATE, so of many concurrent redemptions exactly one succeeds.
+    The use is one statement, a conditional UPDATE of the approval bound to this
+    exact call (its digest), so of many concurrent redemptions exactly one
+    succeeds, in one short transaction. A refusal names the first difference
+    (tool, args, actor, user) or state (pending, declined, expired, used).
     """
+    wanted = digest(tool, args, actor, user_id, sentence)
+    now = db.clock.now()
+    if isinstance(approval_id, str) and _APPROVAL_ID.fullmatch(approval_id):
+        with db.write() as conn:
+            won = conn.execute(
+                _REDEEM, {"approval_id": approval_id, "wanted": wanted, "user": user_id, "now": now}
+            ).first()
+        if won is not None:
+            return Approval(id=approval_id, approved_by=won.decided_by, approved_at=won.decided_at)
     record = get(db, approval_id)
     if record is None:
         raise ApprovalInvalid(approval_id, "unknown")
@@ -224,30 +251,12 @@ def redeem(
         ("actor", actor, record.actor),
         ("tool", tool, record.tool),
         ("args", dict(args), record.args),
+        ("sentence", wanted, record.digest),
     ):
         if ours != theirs:
             raise ApprovalInvalid(approval_id, reason)
-    if digest(tool, args, actor, user_id, sentence) != record.digest:
-        raise ApprovalInvalid(approval_id, "sentence")
-    now = db.clock.now()
-    with db.write() as conn:
-        won = conn.execute(
-            update(approvals_table)
-            .where(
-                approvals_table.c.id == approval_id,
-                approvals_table.c.status == "approved",
-                approvals_table.c.used_at.is_(None),
-                approvals_table.c.expires_at > now,
-            )
-            .values(used_at=now)
-        ).rowcount
-    if won != 1:
-        record = get(db, approval_id)
-        assert record is not None
-        state = record.state(now)
-        raise ApprovalInvalid(approval_id, "expired" if state == "approved" else state)
-    assert record.decided_by is not None and record.decided_at is not None
-    return Approval(id=approval_id, approved_by=record.decided_by, approved_at=record.decided_at)
+    state = record.state(now)
+    raise ApprovalInvalid(approval_id, "expired" if state == "approved" else state)
 
 
 def redeem_identical(

@@ -7,6 +7,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import event
 from starlette.testclient import TestClient
 
 import rastrillo
@@ -396,4 +397,24 @@ def test_of_concurrent_identical_calls_exactly_one_redeems(f):
     with ThreadPoolExecutor(8) as pool:
         outcomes = list(pool.map(one, range(16)))
     assert outcomes.count(303) == 1 and outcomes.count("asked again") == 15
+    assert len(f.ran("cancel")) == 1
+
+
+def test_an_approval_is_used_by_one_statement(f):
+    """The redemption is one conditional UPDATE: no read first, no second transaction."""
+    session = f.session("3")
+    pending = propose(f, session)
+    consent.decide(f.app.db, "3", pending.approval_id, True)
+    on_approvals: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany) -> None:
+        if consent.approvals_table.name in statement:
+            on_approvals.append(statement.split()[0])
+
+    event.listen(f.app.db.engine, "before_cursor_execute", record)
+    try:
+        assert cancel(f, session, approval=pending.approval_id).status == 303
+    finally:
+        event.remove(f.app.db.engine, "before_cursor_execute", record)
+    assert on_approvals == ["UPDATE"]
     assert len(f.ran("cancel")) == 1

@@ -1,0 +1,155 @@
+"""A signed-in request crosses to a worker thread once: the session's row is checked in
+the thread a sync ``handle`` runs in, still before ``handle`` and still on every request."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import httpx
+import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import rastrillo
+from rastrillo import sessions
+from rastrillo.app import App
+from rastrillo.context import USER_SCOPE_KEY
+
+from .conftest import make_options
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of every function the request path sends to a worker thread, in order
+    (the real anyio call still runs it)."""
+    sent: list[str] = []
+    real = anyio.to_thread.run_sync
+
+    async def counting(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        named = func.func if isinstance(func, functools.partial) else func
+        sent.append(getattr(named, "__name__", repr(named)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    return sent
+
+
+def get(app: ASGIApp, path: str, session: str | None, origin: str) -> httpx.Response:
+    async def main() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=origin) as client:
+            if session is not None:
+                client.cookies.set(sessions.cookie_name(origin), session)
+            return await client.get(path, follow_redirects=False)
+
+    return asyncio.run(main())
+
+
+def test_a_signed_in_sync_request_makes_one_thread_hop(tmp_path: Path, hops: list[str]) -> None:
+    app = rastrillo.handler(make_options(tmp_path))
+    session = sessions.create_session(app.db, "7")
+    hops.clear()
+    response = get(app, "/private", session, app.origin)
+    assert response.text == "private for 7"
+    assert hops == ["_checked_handle"]
+
+
+def test_a_signed_in_async_request_makes_one_hop_for_its_session(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    app = rastrillo.handler(make_options(tmp_path))
+    session = sessions.create_session(app.db, "7")
+    hops.clear()
+
+    async def main() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=app.origin) as client:
+            client.cookies.set(sessions.cookie_name(app.origin), session)
+            return await client.post("/private", headers={"Origin": app.origin})
+
+    assert asyncio.run(main()).text == "posted by 7"
+    assert hops == ["check"]
+
+
+def test_a_request_without_a_session_cookie_queries_nothing_for_it(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    app = rastrillo.handler(make_options(tmp_path))
+    hops.clear()
+    assert get(app, "/private", None, app.origin).status_code == 303
+    assert get(app, "/nowhere", "A" * 43, app.origin).status_code == 404
+    assert hops == ["_checked_handle"]
+
+
+def test_a_revoked_session_is_refused_on_the_very_next_request(tmp_path: Path) -> None:
+    app = rastrillo.handler(make_options(tmp_path))
+    session = sessions.create_session(app.db, "7")
+    assert get(app, "/private", session, app.origin).text == "private for 7"
+    assert sessions.revoke_user(app.db, "7") == 1
+    refused = get(app, "/private", session, app.origin)
+    assert refused.status_code == 303
+    assert "Max-Age=0" in refused.headers["set-cookie"]
+    assert get(app, "/", session, app.origin).text == "-"
+
+
+def test_the_session_is_checked_in_the_handles_thread_before_it_runs(tmp_path: Path) -> None:
+    """The row is read in the very thread ``handle`` then runs in, so nothing of the check
+    happens on the event loop's thread."""
+    seen: list[tuple[int, str | None]] = []
+    loop_thread: list[int] = []
+
+    def handle(ctx: rastrillo.Context) -> Any:
+        seen.append((threading.get_ident(), ctx.user_id))
+        return ctx.text("ok")
+
+    find = sessions.store.find_session
+    checked_in: list[int] = []
+
+    def recording_find(db: Any, session_id: str) -> Any:
+        checked_in.append(threading.get_ident())
+        return find(db, session_id)
+
+    routes = [rastrillo.routing.Route("GET", "/where", "where", handle)]
+    app = rastrillo.handler(
+        rastrillo.Options(app_dir=tmp_path, db=str(tmp_path / "t.db"), routes=routes)
+    )
+    session = sessions.create_session(app.db, "7")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(rastrillo.sessions.middleware, "find_session", recording_find)
+    try:
+
+        async def main() -> httpx.Response:
+            loop_thread.append(threading.get_ident())
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=app.origin) as client:
+                client.cookies.set(sessions.cookie_name(app.origin), session)
+                return await client.get("/where")
+
+        assert asyncio.run(main()).text == "ok"
+    finally:
+        mp.undo()
+    assert seen == [(checked_in[0], "7")]
+    assert checked_in[0] != loop_thread[0]
+
+
+def test_a_wrap_middleware_sees_the_user_before_the_router(tmp_path: Path) -> None:
+    seen: list[str | None] = []
+
+    def wrap(inner: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            seen.append(scope.get(USER_SCOPE_KEY))
+            await inner(scope, receive, send)
+
+        return middleware
+
+    app: App = rastrillo.handler(make_options(tmp_path, wrap=wrap))
+    session = sessions.create_session(app.db, "7")
+    assert get(app, "/", session, app.origin).text == "7"
+    sessions.revoke_user(app.db, "7")
+    assert get(app, "/", session, app.origin).text == "-"
+    assert seen == ["7", None]
