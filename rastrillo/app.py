@@ -4,7 +4,8 @@ The request path, from the outside in:
 
 1. framework endpoints answered outside the app's middleware
    (``/healthz``, ``/readyz``, ``/api/version``, ``/api/next-due``, and with
-   ``Options.mcp`` ``/mcp``, whose credential is a bearer token, never a cookie);
+   ``Options.mcp`` ``/mcp`` and the OAuth metadata and endpoints, whose
+   credentials are bearer tokens and PKCE, never a cookie);
 2. the framework's middleware (CSRF, then sessions);
 3. ``Options.wrap``, the app's one middleware seam;
 4. the router, which builds ``ctx`` and calls the action's ``handle``.
@@ -32,6 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -129,7 +131,7 @@ class Options:
     excepted; a header the app sets itself wins. The framework's pages always get them."""
     mcp: bool = False
     """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
-    it a token (docs/mcp.md)."""
+    it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -166,8 +168,14 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
+        self._mounted: dict[str, BaseRoute] = {}
         if options.mcp:
             framework_routes += agents_routes(self.origin + MCP_PATH)
+            from .agents.oauth import Authority
+            from .pages.authorize import authorize_routes
+
+            framework_routes += authorize_routes(self.origin, options.tools)
+            self._mounted = {r.path: r for r in Authority(self.db, self.origin).routes()}
         if console.enabled(options.console):
             framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
@@ -238,6 +246,9 @@ class App:
         framework = scope["type"] == "http" and TOOL_CALL_SCOPE_KEY not in scope
         if self._mcp is not None and framework and raw_path(scope) == MCP_PATH:
             await self._mcp(scope, receive, send)
+            return
+        if framework and raw_path(scope) in self._mounted:
+            await self._mounted[raw_path(scope)].handle(scope, receive, send)
             return
         endpoint = self._endpoints.get(raw_path(scope)) if framework else None
         if endpoint is not None:

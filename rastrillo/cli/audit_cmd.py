@@ -29,7 +29,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     url = select_database(load_options(args.app), args.db).database_url()
     rows = []
-    if _may_exist(url):
+    if may_exist(url):
         db = Database(url)
         try:
             rows = latest(db, limit=args.limit, user_id=args.user)
@@ -42,7 +42,7 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _may_exist(url: str) -> bool:
+def may_exist(url: str) -> bool:
     """False for a SQLite file that is not there (opening it would create it)."""
     from sqlalchemy.engine import make_url
 

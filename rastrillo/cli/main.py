@@ -1,4 +1,4 @@
-"""``rastrillo``: new, generate, dev, tools, audit.
+"""``rastrillo``: new, generate, dev, tools, audit, agents.
 
 A user's mistake is printed as one message on stderr with a non-zero exit;
 a traceback only with ``--traceback``.
@@ -38,11 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--addr", default="127.0.0.1:8000")
     p.set_defaults(func=_dev)
 
+    from .agents_cmd import add_agents_parser
     from .audit_cmd import add_audit_parser
     from .tools_cmd import add_tools_parser
 
     add_tools_parser(sub)
     add_audit_parser(sub)
+    add_agents_parser(sub)
     return parser
 
 

@@ -185,7 +185,9 @@ def test_fuzzed_calls_reach_no_unregistered_handler_and_run_no_unapproved_write(
     served._fuzz_token = token
     before = s.notes()
     answer = s.call(token, name, arguments)
-    assert "TOPSECRET" not in json.dumps(answer) and "wiped" not in json.dumps(answer)
+    # What a handler would have answered; the refusal may quote the name it was given.
+    shown = json.dumps(answer).replace(json.dumps(name)[1:-1], "")
+    assert "TOPSECRET" not in shown and "wiped" not in shown
     if "error" in answer:  # only the SDK's own shape checks may answer with a protocol error
         assert answer["error"]["code"] == -32602, answer
     else:

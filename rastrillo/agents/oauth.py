@@ -1,0 +1,630 @@
+"""The app as its own OAuth 2.1 authorization server, so MCP clients connect as they expect.
+
+An MCP client finds its way here from the ``WWW-Authenticate`` header of
+``/mcp``: protected-resource metadata (RFC 9728) names this app as the
+authorization server, whose metadata (RFC 8414) lists the endpoints below. The
+client registers itself (RFC 7591), sends the user's browser to authorize,
+and trades the code it gets back for tokens. The HTTP side of every endpoint
+is the ``mcp`` SDK's own handlers; this module is the provider behind them,
+backed by the grants of :mod:`rastrillo.agents.grants` (OAuth is one more way
+to obtain a grant, not a second token store).
+
+The rules this provider adds to the SDK's:
+
+- Every client is public (``token_endpoint_auth_method`` ``none``): with
+  PKCE S256, exact redirect URIs and single-use codes a client secret proves
+  nothing more, and not issuing one leaves no secret to store. Redirect URIs
+  are ``https``, ``http`` on a loopback host, or a private-use scheme with a
+  dot in it (``com.example.app:/cb``, RFC 8252); never a fragment or a user.
+- A redirect URI matches a registered one exactly (both in the URL
+  standard's normal form), except that a loopback ``http`` URI may use any
+  port (RFC 8252).
+- PKCE is S256 only: the SDK refuses any other method, and the challenge
+  must be a SHA-256 digest in base64url (43 characters).
+- ``resource``, when sent to authorize or token, must be ``<origin>/mcp``.
+- The authorize endpoint only records the request and sends the browser to
+  the consent page (``/_rastrillo/agents/authorize``), where the signed-in
+  user allows or denies it; the code is made only when they allow.
+- Codes are random (256 bits), stored as digests, expire after two minutes
+  and are used once: a second use revokes the grant the first one made.
+- Refresh tokens rotate; one used twice revokes the whole grant (in grants).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
+from mcp.server.auth.handlers.register import RegistrationHandler
+from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
+from mcp.server.auth.json_response import PydanticJSONResponse
+from mcp.server.auth.middleware.client_auth import ClientAuthenticator
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    AuthorizeError,
+    RefreshToken,
+    RegistrationError,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import ClientRegistrationOptions
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
+from mcp.shared.auth import (
+    InvalidRedirectUriError,
+    OAuthClientInformationFull,
+    OAuthMetadata,
+    OAuthToken,
+    ProtectedResourceMetadata,
+)
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from pydantic import AnyUrl
+from sqlalchemy import Boolean, Column, String, Table, Text, delete, select, update
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, request_response
+from starlette.types import ASGIApp, Message
+
+from rastrillo.actor import Actor
+from rastrillo.storage import METADATA, Database, Instant
+
+from . import MCP_PATH, RESOURCE_METADATA_PATH, grants
+
+__all__ = [
+    "AUTHORIZE_PATH",
+    "CODE_TTL",
+    "CONSENT_PATH",
+    "REQUEST_TTL",
+    "Authority",
+    "AuthorizationGone",
+    "BadAgentName",
+    "PendingAuthorization",
+    "allow",
+    "deny",
+    "pending",
+]
+
+AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
+AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
+TOKEN_PATH = "/_rastrillo/oauth/token"
+REGISTER_PATH = "/_rastrillo/oauth/register"
+REVOKE_PATH = "/_rastrillo/oauth/revoke"
+CONSENT_PATH = "/_rastrillo/agents/authorize"
+
+CODE_TTL = timedelta(minutes=2)
+"""An authorization code is traded for tokens at once; two minutes allows a slow client."""
+REQUEST_TTL = timedelta(minutes=10)
+"""How long the consent page waits for the user (signing in first included)."""
+_KEEP = timedelta(days=1)
+"""How long a used or expired authorization is kept, so a replayed code still revokes."""
+
+_CLIENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_RANDOM_256 = re.compile(r"[A-Za-z0-9_-]{43}")
+"""256 bits in base64url: a request id, a code, and an S256 code challenge alike."""
+_PRIVATE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
+_LOOPBACK = frozenset({"127.0.0.1", "[::1]", "localhost"})
+_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+_CLIENT_NAME_MAX = 100
+_GET = ["GET", "HEAD", "OPTIONS"]
+_FORM_TYPE = b"application/x-www-form-urlencoded"
+_POST = ["POST", "OPTIONS"]
+
+clients_table = Table(
+    "rastrillo_oauth_clients",
+    METADATA,
+    Column("client_id", String(64), primary_key=True),
+    Column("info", Text, nullable=False),
+    Column("created_at", Instant, nullable=False),
+)
+
+authorizations_table = Table(
+    "rastrillo_oauth_authorizations",
+    METADATA,
+    Column("id", String(64), primary_key=True),
+    Column("client_id", String(64), nullable=False),
+    Column("redirect_uri", Text, nullable=False),
+    Column("redirect_uri_explicit", Boolean, nullable=False),
+    Column("code_challenge", String(64), nullable=False),
+    Column("state", Text),
+    Column("resource", Text),
+    Column("scopes", Text, nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("expires_at", Instant, nullable=False),
+    Column("decided_at", Instant),
+    Column("user_id", String(255)),
+    Column("agent", String(64)),
+    Column("code_digest", String(64), unique=True),
+    Column("used_at", Instant),
+    Column("replayed_at", Instant),
+    Column("grant_id", String(64)),
+)
+
+
+class AuthorizationGone(LookupError):
+    """The authorization request is unknown, expired or already answered."""
+
+
+class BadAgentName(ValueError):
+    """The agent name the user typed is not one (letters, digits, ``_``, ``.``, ``-``)."""
+
+
+@dataclass(frozen=True)
+class PendingAuthorization:
+    """An authorization request waiting on the consent page for the user's answer."""
+
+    id: str
+    client_id: str
+    client_name: str
+    """As the client registered it: untrusted text (show it with :mod:`rastrillo.visible`)."""
+    redirect_uri: str
+    expires_at: datetime
+
+    @property
+    def redirect_host(self) -> str:
+        """Where the browser goes after the answer: the host, or the scheme of an app's own."""
+        parts = urlsplit(self.redirect_uri)
+        return parts.hostname or f"{parts.scheme}:"
+
+    @property
+    def loopback(self) -> bool:
+        return urlsplit(self.redirect_uri).scheme == "http"
+
+    @property
+    def agent_suggestion(self) -> str:
+        """An agent name made from the client's name (``Claude Code`` → ``claude-code``)."""
+        slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
+        return slug[:64].rstrip("-._") or "agent"
+
+
+def pending(db: Database, request_id: str) -> PendingAuthorization | None:
+    """The authorization request waiting for an answer; None when unknown, expired or answered."""
+    if not _RANDOM_256.fullmatch(request_id):
+        return None
+    query = (
+        select(authorizations_table, clients_table.c.info)
+        .join(clients_table, clients_table.c.client_id == authorizations_table.c.client_id)
+        .where(authorizations_table.c.id == request_id)
+    )
+    with db.read() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        return None
+    m = row._mapping
+    if m["decided_at"] is not None or m["expires_at"] <= db.clock.now():
+        return None
+    client = OAuthClientInformationFull.model_validate_json(m["info"])
+    return PendingAuthorization(
+        id=m["id"],
+        client_id=m["client_id"],
+        client_name=client.client_name or "an unnamed client",
+        redirect_uri=m["redirect_uri"],
+        expires_at=m["expires_at"],
+    )
+
+
+def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: str) -> str:
+    """The user allowed: make the code, and return where to send their browser.
+
+    Raises :class:`AuthorizationGone` when the request cannot be answered any
+    more (only one answer counts), :class:`BadAgentName` for a bad agent name.
+    """
+    if not Actor.agent(agent).is_named_agent:
+        raise BadAgentName(agent)
+    code = secrets.token_urlsafe(32)
+    now = db.clock.now()
+    row = _decide(
+        db,
+        request_id,
+        now,
+        user_id=user_id,
+        agent=agent,
+        code_digest=_digest(code),
+        expires_at=now + CODE_TTL,
+    )
+    return construct_redirect_uri(row["redirect_uri"], code=code, state=row["state"], iss=issuer)
+
+
+def deny(db: Database, request_id: str, *, issuer: str) -> str:
+    """The user denied: where to send their browser (``error=access_denied``)."""
+    row = _decide(db, request_id, db.clock.now())
+    return construct_redirect_uri(
+        row["redirect_uri"],
+        error="access_denied",
+        error_description="The user denied the request.",
+        state=row["state"],
+        iss=issuer,
+    )
+
+
+def _decide(db: Database, request_id: str, now: datetime, **values: Any) -> Any:
+    if not _RANDOM_256.fullmatch(request_id):
+        raise AuthorizationGone(request_id)
+    table = authorizations_table
+    with db.write() as conn:
+        done = conn.execute(
+            update(table)
+            .where(table.c.id == request_id, table.c.decided_at.is_(None), table.c.expires_at > now)
+            .values(decided_at=now, **values)
+        ).rowcount
+        if not done:
+            raise AuthorizationGone(request_id)
+        return conn.execute(select(table).where(table.c.id == request_id)).one()._mapping
+
+
+class Client(OAuthClientInformationFull):
+    """A registered client, whose redirect URIs match exactly but for a loopback port."""
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        registered = self.redirect_uris or []
+        if redirect_uri is None:
+            if len(registered) == 1:
+                return registered[0]
+            raise InvalidRedirectUriError(
+                "redirect_uri is required: this client registered several"
+            )
+        if any(_same_redirect(redirect_uri, r) for r in registered):
+            return redirect_uri
+        raise InvalidRedirectUriError("redirect_uri is not one this client registered")
+
+
+def _same_redirect(asked: AnyUrl, registered: AnyUrl) -> bool:
+    if str(asked) == str(registered):
+        return True
+    return (
+        asked.scheme == registered.scheme == "http"
+        and asked.host == registered.host
+        and asked.host in _LOOPBACK
+        and (asked.username, asked.password, asked.path, asked.query, asked.fragment)
+        == (registered.username, registered.password, registered.path, registered.query, None)
+    )
+
+
+class Code(AuthorizationCode):
+    request_id: str
+
+
+class Refresh(RefreshToken):
+    grant_id: str
+
+
+class Access(AccessToken):
+    grant_id: str
+
+
+class Authority:
+    """The ``mcp`` SDK's authorization-server provider for one app (its database and origin),
+    and the routes that serve it."""
+
+    def __init__(self, db: Database, origin: str) -> None:
+        self.db = db
+        self.issuer = origin
+        self.resource = origin + MCP_PATH
+        # Strings, not AnyHttpUrl objects: the models keep an origin without a trailing
+        # slash, as the issuer must be spelled the same everywhere (RFC 8414 3.3, RFC 9207).
+        self.metadata = OAuthMetadata.model_validate(
+            {
+                "issuer": origin,
+                "authorization_endpoint": origin + AUTHORIZE_PATH,
+                "token_endpoint": origin + TOKEN_PATH,
+                "registration_endpoint": origin + REGISTER_PATH,
+                "revocation_endpoint": origin + REVOKE_PATH,
+                "response_types_supported": ["code"],
+                "grant_types_supported": sorted(_GRANT_TYPES),
+                "token_endpoint_auth_methods_supported": ["none"],
+                "revocation_endpoint_auth_methods_supported": ["none"],
+                "code_challenge_methods_supported": ["S256"],
+                "authorization_response_iss_parameter_supported": True,
+            }
+        )
+        self.resource_metadata = ProtectedResourceMetadata.model_validate(
+            {"resource": self.resource, "authorization_servers": [origin]}
+        )
+        authenticator = ClientAuthenticator(self)
+        self._token = TokenHandler(self, authenticator)
+        self._revoke = RevocationHandler(self, authenticator)
+
+    # -- the SDK's provider protocol -------------------------------------------------------
+
+    async def get_client(self, client_id: str) -> Client | None:
+        if not _CLIENT_ID.fullmatch(client_id):
+            return None
+        return await run_in_threadpool(self._get_client, client_id)
+
+    def _get_client(self, client_id: str) -> Client | None:
+        with self.db.read() as conn:
+            info = conn.execute(
+                select(clients_table.c.info).where(clients_table.c.client_id == client_id)
+            ).scalar()
+        return None if info is None else Client.model_validate_json(info)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        _check_registration(client_info)
+        client_info.token_endpoint_auth_method = "none"
+        client_info.client_secret = None
+        client_info.client_secret_expires_at = None
+        row = {
+            "client_id": client_info.client_id,
+            "info": client_info.model_dump_json(exclude_none=True),
+            "created_at": self.db.clock.now(),
+        }
+        await run_in_threadpool(self._insert, clients_table, row)
+
+    def _insert(self, table: Table, row: dict[str, Any]) -> None:
+        with self.db.write() as conn:
+            conn.execute(table.insert().values(**row))
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        if params.resource is not None and params.resource != self.resource:
+            raise AuthorizeError("invalid_target", f"resource must be {self.resource}")
+        if not _RANDOM_256.fullmatch(params.code_challenge):
+            raise AuthorizeError(
+                "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
+            )
+        now = self.db.clock.now()
+        request_id = secrets.token_urlsafe(32)
+        row = {
+            "id": request_id,
+            "client_id": client.client_id,
+            "redirect_uri": str(params.redirect_uri),
+            "redirect_uri_explicit": params.redirect_uri_provided_explicitly,
+            "code_challenge": params.code_challenge,
+            "state": params.state,
+            "resource": params.resource,
+            "scopes": " ".join(params.scopes or []),
+            "created_at": now,
+            "expires_at": now + REQUEST_TTL,
+        }
+        await run_in_threadpool(self._record_request, row)
+        return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
+
+    def _record_request(self, row: dict[str, Any]) -> None:
+        table = authorizations_table
+        with self.db.write() as conn:
+            conn.execute(delete(table).where(table.c.created_at < row["created_at"] - _KEEP))
+            conn.execute(table.insert().values(**row))
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> Code | None:
+        if not _RANDOM_256.fullmatch(authorization_code):
+            return None
+        return await run_in_threadpool(self._load_code, client.client_id, authorization_code)
+
+    def _load_code(self, client_id: str, code: str) -> Code | None:
+        table = authorizations_table
+        with self.db.read() as conn:
+            row = conn.execute(select(table).where(table.c.code_digest == _digest(code))).first()
+        if row is None or row.client_id != client_id:
+            return None
+        if row.used_at is not None:
+            self._replayed(row.id)
+            return None
+        return Code(
+            code=code,
+            scopes=row.scopes.split(),
+            expires_at=row.expires_at.timestamp(),
+            client_id=row.client_id,
+            code_challenge=row.code_challenge,
+            redirect_uri=AnyUrl(row.redirect_uri),
+            redirect_uri_provided_explicitly=row.redirect_uri_explicit,
+            resource=row.resource,
+            subject=row.user_id,
+            request_id=row.id,
+        )
+
+    def _replayed(self, request_id: str) -> None:
+        """A code came back after it was used: revoke what its first use made (RFC 6749 4.1.2)."""
+        table = authorizations_table
+        with self.db.write() as conn:
+            conn.execute(
+                update(table)
+                .where(table.c.id == request_id)
+                .values(replayed_at=self.db.clock.now())
+            )
+            grant_id = conn.execute(
+                select(table.c.grant_id).where(table.c.id == request_id)
+            ).scalar()
+        if grant_id is not None:
+            grants.revoke(self.db, grant_id)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: Code
+    ) -> OAuthToken:
+        name = client.client_name or "unnamed client"
+        tokens = await run_in_threadpool(self._redeem, authorization_code.request_id, name)
+        return _oauth_token(tokens)
+
+    def _redeem(self, request_id: str, client_name: str) -> grants.Tokens:
+        table = authorizations_table
+        now = self.db.clock.now()
+        with self.db.write() as conn:
+            won = conn.execute(
+                update(table)
+                .where(
+                    table.c.id == request_id, table.c.used_at.is_(None), table.c.expires_at > now
+                )
+                .values(used_at=now)
+            ).rowcount
+            row = conn.execute(select(table).where(table.c.id == request_id)).one()
+        if not won:
+            self._replayed(request_id)
+            raise TokenError("invalid_grant", "authorization code already used or expired")
+        grant = grants.create_grant(
+            self.db,
+            user_id=row.user_id,
+            agent=row.agent,
+            client=client_name,
+            client_id=row.client_id,
+        )
+        tokens = grants.issue_tokens(self.db, grant.id)
+        # A concurrent second use marks replayed_at; whichever of the two writes last sees
+        # the other's, so the grant is revoked either here or there.
+        with self.db.write() as conn:
+            conn.execute(update(table).where(table.c.id == request_id).values(grant_id=grant.id))
+            replayed = conn.execute(
+                select(table.c.replayed_at).where(table.c.id == request_id)
+            ).scalar()
+        if replayed is not None:
+            grants.revoke(self.db, grant.id)
+            raise TokenError("invalid_grant", "authorization code already used")
+        return tokens
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> Refresh | None:
+        grant = await run_in_threadpool(grants.refresh_grant, self.db, refresh_token)
+        if grant is None or grant.client_id != client.client_id:
+            return None
+        return Refresh(
+            token=refresh_token, client_id=client.client_id, scopes=[], grant_id=grant.id
+        )
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: Refresh, scopes: list[str]
+    ) -> OAuthToken:
+        tokens = await run_in_threadpool(grants.rotate_refresh, self.db, refresh_token.token)
+        if tokens is None:
+            raise TokenError("invalid_grant", "refresh token already used: the grant is revoked")
+        return _oauth_token(tokens)
+
+    async def load_access_token(self, token: str) -> Access | None:
+        grant = await run_in_threadpool(grants.authenticate, self.db, token)
+        if grant is None or grant.client_id is None:
+            return None
+        return Access(token=token, client_id=grant.client_id, scopes=[], grant_id=grant.id)
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        if isinstance(token, Access | Refresh):
+            await run_in_threadpool(grants.revoke, self.db, token.grant_id)
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    async def _token_endpoint(self, request: Request) -> Response:
+        """The SDK's token handler, after the ``resource`` check it leaves to the provider."""
+        resource = (await request.form()).get("resource")
+        if resource is not None and resource != self.resource:
+            error = TokenErrorResponse(
+                error="invalid_target", error_description=f"resource must be {self.resource}"
+            )
+            return PydanticJSONResponse(
+                content=error, status_code=400, headers={"Cache-Control": "no-store"}
+            )
+        return await self._token.handle(request)
+
+    async def _revocation_endpoint(self, request: Request) -> Response:
+        """The SDK's revocation handler. Its request model wants a ``client_secret`` key
+        even from a public client, which has none to send (RFC 7009 allows leaving it
+        out), so an empty one is added to such a request before the handler reads it."""
+        form = await request.form()
+        if "client_secret" in form:
+            return await self._revoke.handle(request)
+        fields = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+        body = urlencode([*fields, ("client_secret", "")]).encode()
+        headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+        scope = {**request.scope, "headers": [*headers, (b"content-type", _FORM_TYPE)]}
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self._revoke.handle(Request(scope, receive))
+
+    def routes(self) -> list[Route]:
+        """The well-known metadata and the OAuth endpoints, served outside the app's
+        middleware (no cookie, no CSRF check: a client authenticates with PKCE and tokens)."""
+        registration = RegistrationHandler(self, ClientRegistrationOptions(enabled=True))
+        resource = ProtectedResourceMetadataHandler(self.resource_metadata).handle
+        posted: list[tuple[str, Callable[[Request], Any]]] = [
+            (TOKEN_PATH, self._token_endpoint),
+            (REGISTER_PATH, registration.handle),
+            (REVOKE_PATH, self._revocation_endpoint),
+        ]
+        return [
+            # RFC 9728 puts the resource's path after the well-known name; the contract's
+            # path, which /mcp's WWW-Authenticate names, is the bare one. Both answer.
+            *(
+                Route(path, _cors(request_response(handle), _GET), methods=_GET)
+                for path, handle in (
+                    (RESOURCE_METADATA_PATH, resource),
+                    (RESOURCE_METADATA_PATH + MCP_PATH, resource),
+                    (AUTHORIZATION_SERVER_PATH, MetadataHandler(self.metadata).handle),
+                )
+            ),
+            # No CORS here: a browser is sent to authorize, no script calls it.
+            Route(AUTHORIZE_PATH, _limited(AuthorizationHandler(self).handle), methods=["GET"]),
+            *(
+                Route(path, _cors(_limited(handle), _POST), methods=_POST)
+                for path, handle in posted
+            ),
+        ]
+
+
+def _limited(handle: Callable[[Request], Any]) -> ASGIApp:
+    return RequestBodyLimitMiddleware(request_response(handle), DEFAULT_MAX_REQUEST_BODY_SIZE)
+
+
+def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
+    """Any origin may call it from a script (a browser-based MCP client): nothing here
+    reads a cookie, so nothing is exposed that the caller does not already hold."""
+    return CORSMiddleware(
+        app, allow_origins="*", allow_methods=methods, allow_headers=[MCP_PROTOCOL_VERSION_HEADER]
+    )
+
+
+def _check_registration(info: OAuthClientInformationFull) -> None:
+    for uri in info.redirect_uris or []:
+        problem = _redirect_problem(uri)
+        if problem:
+            raise RegistrationError("invalid_redirect_uri", f"{str(uri)[:200]}: {problem}")
+    if not set(info.grant_types) <= _GRANT_TYPES:
+        raise RegistrationError(
+            "invalid_client_metadata",
+            "grant_types may be authorization_code and refresh_token only",
+        )
+    if info.response_types != ["code"]:
+        raise RegistrationError(
+            "invalid_client_metadata", "response_types must be exactly ['code']"
+        )
+    if info.client_name is not None and len(info.client_name) > _CLIENT_NAME_MAX:
+        raise RegistrationError(
+            "invalid_client_metadata", f"client_name is longer than {_CLIENT_NAME_MAX} characters"
+        )
+
+
+def _redirect_problem(uri: AnyUrl) -> str | None:
+    if uri.fragment is not None:
+        return "a redirect URI has no fragment"
+    if uri.username is not None or uri.password is not None:
+        return "a redirect URI has no user or password"
+    if uri.scheme == "https":
+        return None if uri.host else "an https redirect URI needs a host"
+    if uri.scheme == "http":
+        return None if uri.host in _LOOPBACK else "http is for loopback hosts only; use https"
+    if _PRIVATE_SCHEME.fullmatch(uri.scheme):
+        return None
+    return "use https, http on a loopback host, or an app's own scheme (com.example.app:/)"
+
+
+def _oauth_token(tokens: grants.Tokens) -> OAuthToken:
+    return OAuthToken(
+        access_token=tokens.access_token,
+        expires_in=int(grants.ACCESS_TTL.total_seconds()),
+        refresh_token=tokens.refresh_token,
+    )
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode("ascii")).hexdigest()

@@ -1,0 +1,99 @@
+"""The consent page, ``/_rastrillo/agents/authorize``: where a person lets an MCP client in.
+
+An MCP client's authorize request (see :mod:`rastrillo.agents.oauth`) ends
+here. The page is for a signed-in user only (anyone else is sent to the app's
+own sign-in page and comes back); it names the client as it registered
+itself, the host its answer goes to, the agent name it will act as (the user
+may change it) and what that agent may do. Allow and Deny are CSRF-checked
+POSTs from the user's own browser session; a POST made inside a frame is
+refused too, on top of the framework pages' no-framing headers. Plain HTML,
+no JavaScript; an app can restyle it with ``templates/_rastrillo/authorize.html``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.responses import Response
+
+from rastrillo import visible
+from rastrillo.agents import oauth
+from rastrillo.context import Context
+from rastrillo.registry.declare import ToolDef, ToolWrite
+from rastrillo.routing import Route
+from rastrillo.sessions import require
+
+__all__ = ["authorize_routes"]
+
+_SOURCE = "rastrillo/pages/authorize.py"
+_FRAMED = frozenset({"iframe", "frame", "embed", "object", "fencedframe"})
+_TEMPLATE = "_rastrillo/authorize.html"
+
+
+def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
+    """The consent page's routes for an app whose origin (the OAuth issuer) is ``issuer``."""
+    reads = [t for t in tools if t.access != ToolWrite]
+    writes = [t for t in tools if t.access == ToolWrite]
+
+    def page(
+        ctx: Context, request: oauth.PendingAuthorization, agent: str, error: str = ""
+    ) -> Response:
+        return ctx.render(
+            _TEMPLATE,
+            status=400 if error else 200,
+            action=oauth.CONSENT_PATH,
+            request=request,
+            client_name=visible.parts(request.client_name),
+            client_title=visible.for_terminal(request.client_name),
+            agent=agent,
+            error=error,
+            reads=reads,
+            writes=writes,
+        )
+
+    @require
+    def show(ctx: Context) -> Response:
+        request = oauth.pending(ctx.db, ctx.query.get("request", ""))
+        if request is None or not ctx.actor.human:
+            return _gone(ctx)
+        return page(ctx, request, request.agent_suggestion)
+
+    @require
+    def decide(ctx: Context) -> Response:
+        if not ctx.actor.human or ctx.request.headers.get("sec-fetch-dest") in _FRAMED:
+            return ctx.text("Answer on the page itself, not inside another.", status=403)
+        request_id = ctx.form.get("request", "")
+        decision = ctx.form.get("decision")
+        try:
+            if decision == "deny":
+                return ctx.redirect(oauth.deny(ctx.db, request_id, issuer=issuer))
+            if decision != "allow":
+                return ctx.text("Choose Allow or Deny.", status=400)
+            agent = ctx.form.get("agent", "").strip()
+            return ctx.redirect(
+                oauth.allow(
+                    ctx.db, request_id, user_id=str(ctx.user_id), agent=agent, issuer=issuer
+                )
+            )
+        except oauth.BadAgentName:
+            request = oauth.pending(ctx.db, request_id)
+            if request is None:
+                return _gone(ctx)
+            return page(
+                ctx,
+                request,
+                agent,
+                "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit.",
+            )
+        except oauth.AuthorizationGone:
+            return _gone(ctx)
+
+    return [
+        Route("GET", oauth.CONSENT_PATH, _SOURCE, show),
+        Route("POST", oauth.CONSENT_PATH, _SOURCE, decide),
+    ]
+
+
+def _gone(ctx: Context) -> Response:
+    return ctx.render(_TEMPLATE, status=400, request=None)

@@ -1,0 +1,610 @@
+"""The OAuth authorization server over real HTTP (uvicorn on loopback), as client and attacker.
+
+Each attack is refused and leaves nothing granted: no consent request, no code,
+no grant, or a revoked one.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import secrets
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from sqlalchemy import MetaData, select, update
+
+from rastrillo.agents import grants, oauth
+from rastrillo.app import App
+from rastrillo.sessions import cookie_name, create_session
+from rastrillo.testing import live_server
+from tests.tools._tools_app import build
+
+LOOPBACK_REDIRECT = "http://127.0.0.1:9999/callback"
+WEB_REDIRECT = "https://app.example/oauth/cb"
+USER = "7"
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def query_of(url: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+
+
+class Server:
+    """The tools test app with MCP on, served; ``http`` is a client program (no cookies)."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.origin = app.origin
+        self.resource = app.origin + "/mcp"
+        self.http = httpx.Client(base_url=app.origin)
+
+    def register(self, *uris: str, name: str = "Test client", **extra: object) -> str:
+        body = {"redirect_uris": list(uris or (LOOPBACK_REDIRECT,)), "client_name": name, **extra}
+        response = self.http.post(oauth.REGISTER_PATH, json=body)
+        assert response.status_code == 201, response.text
+        return response.json()["client_id"]
+
+    def authorize(self, client_id: str, **params: str | None) -> httpx.Response:
+        query = {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": LOOPBACK_REDIRECT,
+            "code_challenge_method": "S256",
+            "state": "state-42",
+            "resource": self.resource,
+            **params,
+        }
+        return self.http.get(
+            oauth.AUTHORIZE_PATH, params={k: v for k, v in query.items() if v is not None}
+        )
+
+    def consent_url(self, client_id: str, challenge: str, **params: str | None) -> str:
+        response = self.authorize(client_id, code_challenge=challenge, **params)
+        assert response.status_code == 302, response.text
+        location = response.headers["location"]
+        assert location.startswith(self.origin + oauth.CONSENT_PATH + "?request=")
+        return location
+
+    def browser(self, user: str = USER, origin: str | None = None) -> httpx.Client:
+        """A signed-in person's browser: the session cookie, and the Origin it sends."""
+        client = httpx.Client(base_url=self.origin, headers={"Origin": origin or self.origin})
+        client.cookies.set(cookie_name(self.origin), create_session(self.app.db, user))
+        return client
+
+    def answer(self, consent_url: str, decision: str = "allow", agent: str = "tester", **kw):
+        browser = self.browser(**kw)
+        assert browser.get(consent_url).status_code == 200
+        request_id = query_of(consent_url)["request"]
+        return browser.post(
+            oauth.CONSENT_PATH, data={"request": request_id, "decision": decision, "agent": agent}
+        )
+
+    def code(self, client_id: str, challenge: str, **params: str | None) -> str:
+        done = self.answer(self.consent_url(client_id, challenge, **params))
+        assert done.status_code == 303, done.text
+        return query_of(done.headers["location"])["code"]
+
+    def token(self, **data: str) -> httpx.Response:
+        return self.http.post(oauth.TOKEN_PATH, data=data)
+
+    def exchange(self, client_id: str, code: str, verifier: str, **extra: str) -> httpx.Response:
+        data = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": LOOPBACK_REDIRECT,
+            "client_id": client_id,
+            "code_verifier": verifier,
+            **extra,
+        }
+        return self.token(**data)
+
+    def tokens(self, client_id: str | None = None) -> tuple[str, dict[str, str]]:
+        """A client that went through the whole flow, and its tokens."""
+        client_id = client_id or self.register()
+        verifier, challenge = pkce()
+        response = self.exchange(client_id, self.code(client_id, challenge), verifier)
+        assert response.status_code == 200, response.text
+        return client_id, response.json()
+
+    def refresh(self, client_id: str, refresh_token: str) -> httpx.Response:
+        return self.token(
+            grant_type="refresh_token", refresh_token=refresh_token, client_id=client_id
+        )
+
+    def live(self, access_token: str) -> bool:
+        return grants.authenticate(self.app.db, access_token) is not None
+
+    def grants(self) -> list[grants.Grant]:
+        return grants.list_grants(self.app.db, include_revoked=True)
+
+    def live_grants(self) -> list[grants.Grant]:
+        return grants.list_grants(self.app.db)
+
+    def consent_requests(self) -> int:
+        with self.app.db.read() as conn:
+            return len(conn.execute(select(oauth.authorizations_table)).all())
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True)) as app:
+        yield Server(app)
+
+
+@pytest.fixture
+def stored(tmp_path: Path, db_url: str) -> Iterator[Server]:
+    """For what the database must hold: the test runs on SQLite, then on PostgreSQL."""
+    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
+    with live_server(options) as app:
+        yield Server(app)
+
+
+# -- discovery and the happy path ------------------------------------------------------
+
+
+def test_metadata_names_this_app_as_the_resources_authorization_server(server: Server):
+    challenge = server.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert challenge.status_code == 401
+    pointer = f'resource_metadata="{server.origin}/.well-known/oauth-protected-resource"'
+    assert pointer in challenge.headers["www-authenticate"]
+    for path in (
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ):
+        resource = server.http.get(path).json()
+        assert resource["resource"] == server.resource
+        assert resource["authorization_servers"] == [server.origin]
+    meta = server.http.get("/.well-known/oauth-authorization-server").json()
+    assert meta["issuer"] == server.origin
+    assert meta["authorization_endpoint"] == server.origin + oauth.AUTHORIZE_PATH
+    assert meta["token_endpoint"] == server.origin + oauth.TOKEN_PATH
+    assert meta["registration_endpoint"] == server.origin + oauth.REGISTER_PATH
+    assert meta["revocation_endpoint"] == server.origin + oauth.REVOKE_PATH
+    assert meta["code_challenge_methods_supported"] == ["S256"]
+    assert meta["response_types_supported"] == ["code"]
+    assert meta["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert meta["token_endpoint_auth_methods_supported"] == ["none"]
+    assert server.http.post("/.well-known/oauth-authorization-server").status_code == 405
+
+
+def test_allow_makes_a_grant_for_the_signed_in_user_as_the_named_agent(stored: Server):
+    client_id = stored.register(name="Desk Assistant")
+    verifier, challenge = pkce()
+    consent = stored.consent_url(
+        client_id, challenge, redirect_uri="http://127.0.0.1:5123/callback"
+    )
+    done = stored.answer(consent, agent="desk")
+    assert done.status_code == 303
+    location = done.headers["location"]
+    assert location.startswith("http://127.0.0.1:5123/callback?")  # the port it asked for
+    answer = query_of(location)
+    assert answer["state"] == "state-42"
+    assert answer["iss"] == stored.origin
+    assert stored.live_grants() == []  # nothing granted until the code is traded
+    response = stored.exchange(
+        client_id, answer["code"], verifier, redirect_uri="http://127.0.0.1:5123/callback"
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == 3600
+    assert response.headers["cache-control"] == "no-store"
+    [grant] = stored.live_grants()
+    assert (grant.user_id, grant.agent, grant.client, grant.client_id) == (
+        USER,
+        "desk",
+        "Desk Assistant",
+        client_id,
+    )
+    used = grants.authenticate(stored.app.db, body["access_token"])
+    assert used is not None and used.id == grant.id
+
+
+def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_grant(stored: Server):
+    client_id, first = stored.tokens()
+    rotated = stored.refresh(client_id, first["refresh_token"])
+    assert rotated.status_code == 200, rotated.text
+    second = rotated.json()
+    assert second["refresh_token"] != first["refresh_token"]
+    assert stored.live(second["access_token"])
+    replay = stored.refresh(client_id, first["refresh_token"])
+    assert replay.status_code == 400
+    assert replay.json()["error"] == "invalid_grant"
+    assert not stored.live(second["access_token"])
+    assert stored.refresh(client_id, second["refresh_token"]).status_code == 400
+    assert stored.live_grants() == []
+
+
+def test_revocation_takes_effect_on_the_next_call(stored: Server):
+    for kind in ("access_token", "refresh_token"):
+        client_id, tokens = stored.tokens()
+        assert stored.live(tokens["access_token"])
+        done = stored.http.post(
+            oauth.REVOKE_PATH, data={"token": tokens[kind], "client_id": client_id}
+        )
+        assert done.status_code == 200
+        assert not stored.live(tokens["access_token"])
+        assert stored.refresh(client_id, tokens["refresh_token"]).status_code == 400
+    assert stored.live_grants() == []
+
+
+def test_another_client_cannot_revoke_or_refresh_a_grant(server: Server):
+    client_id, tokens = server.tokens()
+    other = server.register()
+    server.http.post(oauth.REVOKE_PATH, data={"token": tokens["access_token"], "client_id": other})
+    server.http.post(oauth.REVOKE_PATH, data={"token": tokens["refresh_token"], "client_id": other})
+    assert server.live(tokens["access_token"])
+    assert server.refresh(other, tokens["refresh_token"]).status_code == 400
+    assert server.refresh(client_id, tokens["refresh_token"]).status_code == 200
+
+
+def test_tokens_and_codes_are_stored_only_as_digests(stored: Server):
+    client_id = stored.register()
+    verifier, challenge = pkce()
+    code = stored.code(client_id, challenge)
+    tokens = stored.exchange(client_id, code, verifier).json()
+    secrets_given = [code, tokens["access_token"], tokens["refresh_token"]]
+    tables = MetaData()
+    tables.reflect(stored.app.db.engine)
+    with stored.app.db.read() as conn:
+        stored = " ".join(
+            str(value)
+            for table in tables.sorted_tables
+            for row in conn.execute(select(table))
+            for value in row
+        )
+    for value in secrets_given:
+        assert value not in stored
+        assert hashlib.sha256(value.encode()).hexdigest() in stored
+
+
+# -- PKCE, grant types -------------------------------------------------------------------
+
+
+def test_pkce_is_required_and_s256_only(server: Server):
+    client_id = server.register()
+    verifier, _ = pkce()
+    missing = server.authorize(client_id)
+    plain = server.authorize(client_id, code_challenge=verifier, code_challenge_method="plain")
+    not_a_digest = server.authorize(client_id, code_challenge="x" * 42 + "!")
+    for refused in (missing, plain, not_a_digest):
+        assert refused.status_code == 302
+        assert refused.headers["location"].startswith(LOOPBACK_REDIRECT + "?")
+        answer = query_of(refused.headers["location"])
+        assert answer["error"] == "invalid_request"
+        assert answer["state"] == "state-42"
+    assert server.consent_requests() == 0
+
+
+def test_a_wrong_verifier_gets_nothing(server: Server):
+    client_id = server.register()
+    verifier, challenge = pkce()
+    code = server.code(client_id, challenge)
+    for wrong in (pkce()[0], challenge, verifier + "x"):
+        refused = server.exchange(client_id, code, wrong)
+        assert refused.status_code == 400
+        assert refused.json()["error"] == "invalid_grant"
+    missing = server.token(
+        grant_type="authorization_code",
+        code=code,
+        client_id=client_id,
+        redirect_uri=LOOPBACK_REDIRECT,
+    )
+    assert missing.status_code == 400
+    assert server.grants() == []
+
+
+def test_implicit_and_password_grants_do_not_exist(server: Server):
+    client_id = server.register()
+    _, challenge = pkce()
+    implicit = server.authorize(client_id, response_type="token", code_challenge=challenge)
+    assert query_of(implicit.headers["location"])["error"] == "unsupported_response_type"
+    for grant_type in ("password", "client_credentials", "implicit"):
+        refused = server.token(
+            grant_type=grant_type, client_id=client_id, username="a", password="b"
+        )
+        assert refused.status_code == 400
+    for body in (
+        {"grant_types": ["authorization_code", "password"]},
+        {"grant_types": ["implicit"]},
+        {"response_types": ["code", "token"]},
+    ):
+        response = server.http.post(
+            oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], **body}
+        )
+        assert response.status_code == 400
+        assert response.json()["error"] == "invalid_client_metadata"
+    assert server.consent_requests() == 0
+    assert server.grants() == []
+
+
+# -- codes ------------------------------------------------------------------------------
+
+
+def test_a_code_used_twice_is_refused_and_revokes_what_it_gave(stored: Server):
+    client_id = stored.register()
+    verifier, challenge = pkce()
+    code = stored.code(client_id, challenge)
+    first = stored.exchange(client_id, code, verifier)
+    assert first.status_code == 200
+    again = stored.exchange(client_id, code, verifier)
+    assert again.status_code == 400
+    assert again.json()["error"] == "invalid_grant"
+    assert not stored.live(first.json()["access_token"])
+    assert stored.live_grants() == []
+
+
+def test_of_two_exchanges_of_one_code_at_once_neither_keeps_a_grant(stored: Server):
+    client_id = stored.register()
+    verifier, challenge = pkce()
+    code = stored.code(client_id, challenge)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: stored.exchange(client_id, code, verifier), range(2)))
+    # One may be answered before the other arrives; whatever it got is revoked with the grant.
+    assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
+    assert stored.live_grants() == []
+
+
+def test_of_two_refreshes_with_one_token_at_once_neither_keeps_the_grant(stored: Server):
+    client_id, tokens = stored.tokens()
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(
+            pool.map(lambda _: stored.refresh(client_id, tokens["refresh_token"]), range(2))
+        )
+    # One may be answered before the other arrives; whatever it got is revoked with the grant.
+    assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
+    assert stored.live_grants() == []
+
+
+def test_a_code_from_another_client_is_refused(server: Server):
+    victim = server.register()
+    thief = server.register()
+    verifier, challenge = pkce()
+    code = server.code(victim, challenge)
+    stolen = server.exchange(thief, code, verifier)
+    assert stolen.status_code == 400
+    assert stolen.json()["error"] == "invalid_grant"
+    assert server.grants() == []
+    assert server.exchange(victim, code, verifier).status_code == 200
+
+
+def test_an_expired_code_is_refused(stored: Server):
+    client_id = stored.register()
+    verifier, challenge = pkce()
+    code = stored.code(client_id, challenge)
+    table = oauth.authorizations_table
+    with stored.app.db.write() as conn:
+        conn.execute(update(table).values(expires_at=table.c.created_at))
+    refused = stored.exchange(client_id, code, verifier)
+    assert refused.status_code == 400
+    assert stored.grants() == []
+
+
+# -- redirect URIs and resource ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "http://127.0.0.1:9999/callback/",  # path
+        "http://127.0.0.1:9999/callback2",
+        "http://127.0.0.1:9999/Callback",  # case
+        "http://127.0.0.1:9999/callback?next=x",
+        "https://127.0.0.1:9999/callback",  # scheme
+        "http://localhost:9999/callback",  # host
+        "http://127.0.0.2:9999/callback",
+        "http://evil.example:9999/callback",
+        "http://127.0.0.1:9999@evil.example/callback",
+        "https://app.example/oauth/CB",  # case
+        "https://app.example/oauth/cb/../cb2",
+        "http://app.example/oauth/cb",  # scheme
+        "https://app.example:8443/oauth/cb",  # port, not loopback
+        "https://evil.example/oauth/cb",  # host
+        "https://app.example.evil.example/oauth/cb",
+        "https://app.example@evil.example/oauth/cb",
+    ],
+)
+def test_a_redirect_uri_not_registered_is_refused_without_redirecting(server: Server, asked: str):
+    client_id = server.register(LOOPBACK_REDIRECT, WEB_REDIRECT)
+    _, challenge = pkce()
+    refused = server.authorize(client_id, redirect_uri=asked, code_challenge=challenge)
+    assert refused.status_code == 400
+    assert "location" not in refused.headers
+    assert refused.json()["error"] == "invalid_request"
+    assert server.consent_requests() == 0
+
+
+def test_a_loopback_redirect_may_use_any_port_and_must_keep_it_at_the_token(server: Server):
+    client_id = server.register()
+    verifier, challenge = pkce()
+    code = server.code(client_id, challenge, redirect_uri="http://127.0.0.1:40001/callback")
+    changed = server.exchange(client_id, code, verifier)  # the registered port, not the one used
+    assert changed.status_code == 400
+    assert server.grants() == []
+    done = server.exchange(
+        client_id, code, verifier, redirect_uri="http://127.0.0.1:40001/callback"
+    )
+    assert done.status_code == 200
+
+
+def test_a_redirect_uri_is_compared_in_the_url_standards_normal_form(server: Server):
+    client_id = server.register(WEB_REDIRECT, "http://localhost:8080/cb", "http://[::1]/cb")
+    _, challenge = pkce()
+    for asked, goes_to in (
+        ("HTTPS://APP.EXAMPLE/oauth/cb", WEB_REDIRECT),  # the same URL, spelled otherwise
+        ("https://app.example:443/oauth/cb", WEB_REDIRECT),
+        ("http://localhost:51234/cb", "http://localhost:51234/cb"),  # loopback, any port
+        ("http://[::1]:40000/cb", "http://[::1]:40000/cb"),
+    ):
+        done = server.answer(server.consent_url(client_id, challenge, redirect_uri=asked))
+        assert done.status_code == 303
+        assert done.headers["location"].startswith(goes_to + "?code="), asked
+
+
+def test_registration_takes_only_safe_redirect_uris(server: Server):
+    for uri in (
+        "http://app.example/cb",
+        "javascript:alert(1)",
+        "data:text/html,hi",
+        "file:///etc/passwd",
+        "https://app.example/cb#frag",
+        "https://user:pw@app.example/cb",
+        "myapp:/cb",
+    ):
+        response = server.http.post(oauth.REGISTER_PATH, json={"redirect_uris": [uri]})
+        assert response.status_code == 400, uri
+        assert response.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
+    ok = server.http.post(
+        oauth.REGISTER_PATH,
+        json={"redirect_uris": ["com.example.app:/cb", "http://[::1]/cb", WEB_REDIRECT]},
+    )
+    assert ok.status_code == 201
+    body = ok.json()
+    assert body["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in body
+
+
+def test_a_long_client_name_is_refused(server: Server):
+    response = server.http.post(
+        oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": "x" * 101}
+    )
+    assert response.status_code == 400
+
+
+def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
+    client_id = server.register()
+    verifier, challenge = pkce()
+    for wrong in ("https://evil.example/mcp", server.origin + "/mcp/", server.origin):
+        refused = server.authorize(client_id, code_challenge=challenge, resource=wrong)
+        assert query_of(refused.headers["location"])["error"] == "invalid_target"
+    assert server.consent_requests() == 0
+    code = server.code(client_id, challenge)
+    refused = server.exchange(client_id, code, verifier, resource="https://evil.example/mcp")
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_target"
+    assert server.grants() == []
+    assert server.exchange(client_id, code, verifier).status_code == 200  # resource is optional
+
+
+# -- the consent page --------------------------------------------------------------------
+
+
+def test_the_consent_page_needs_a_signed_in_user(server: Server):
+    client_id = server.register()
+    consent = server.consent_url(client_id, pkce()[1])
+    anonymous = httpx.Client(base_url=server.origin, headers={"Origin": server.origin})
+    shown = anonymous.get(consent)
+    assert shown.status_code == 303
+    sign_in = shown.headers["location"]
+    assert sign_in.startswith("/signin?")
+    assert query_of(sign_in)["next"] == consent.removeprefix(server.origin)
+    request_id = query_of(consent)["request"]
+    posted = anonymous.post(oauth.CONSENT_PATH, data={"request": request_id, "decision": "allow"})
+    assert posted.status_code == 403
+    assert oauth.pending(server.app.db, request_id) is not None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://127.0.0.1:1"},  # another port of the same host
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+        {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Dest": "iframe"},  # a framed page
+    ],
+)
+def test_a_consent_post_from_another_origin_or_a_frame_is_refused(server: Server, headers):
+    client_id = server.register()
+    consent = server.consent_url(client_id, pkce()[1])
+    request_id = query_of(consent)["request"]
+    browser = server.browser()
+    response = browser.post(
+        oauth.CONSENT_PATH,
+        data={"request": request_id, "decision": "allow", "agent": "x"},
+        headers=headers,
+    )
+    assert response.status_code == 403
+    assert "location" not in response.headers
+    assert oauth.pending(server.app.db, request_id) is not None
+
+
+def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(server: Server):
+    name = 'Evil <script>alert(1)</script><img src=x onerror=alert(2)> "\x1b[31m\u202eoC edualC\n'
+    client_id = server.register(name=name)
+    consent = server.consent_url(client_id, pkce()[1])
+    page = server.browser().get(consent)
+    assert page.status_code == 200
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store"
+    html = page.text
+    assert "<script>alert" not in html and "<img" not in html
+    for raw in ("\x1b", "\u202e"):
+        assert raw not in html
+    shown = "Evil &lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"
+    assert shown in html
+    assert "U+001B</span>[31m<span" in html and "U+202E</span>oC edualC" in html
+    assert 'title="line break"' in html
+    assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
+
+
+def test_deny_sends_access_denied_and_the_request_cannot_be_allowed_after(server: Server):
+    client_id = server.register()
+    consent = server.consent_url(client_id, pkce()[1])
+    denied = server.answer(consent, decision="deny")
+    assert denied.status_code == 303
+    answer = query_of(denied.headers["location"])
+    assert answer == {
+        "error": "access_denied",
+        "error_description": "The user denied the request.",
+        "state": "state-42",
+        "iss": server.origin,
+    }
+    request_id = query_of(consent)["request"]
+    late = server.browser().post(
+        oauth.CONSENT_PATH, data={"request": request_id, "decision": "allow", "agent": "x"}
+    )
+    assert late.status_code == 400
+    assert "This request has ended" in late.text
+    assert server.grants() == []
+
+
+def test_a_bad_agent_name_shows_the_page_again(server: Server):
+    client_id = server.register()
+    consent = server.consent_url(client_id, pkce()[1])
+    for bad in ("", "has space", "-leading", "x" * 65, "new\nline", "ag<b>"):
+        again = server.answer(consent, agent=bad)
+        assert again.status_code == 400
+        assert "An agent name is" in again.text
+    assert server.answer(consent, agent="fine.agent-1").status_code == 303
+
+
+def test_an_expired_consent_request_cannot_be_answered(server: Server):
+    client_id = server.register()
+    consent = server.consent_url(client_id, pkce()[1])
+    with server.app.db.write() as conn:
+        conn.execute(
+            update(oauth.authorizations_table).values(
+                expires_at=oauth.authorizations_table.c.created_at
+            )
+        )
+    browser = server.browser()
+    assert browser.get(consent).status_code == 400
+    request_id = query_of(consent)["request"]
+    late = browser.post(
+        oauth.CONSENT_PATH, data={"request": request_id, "decision": "allow", "agent": "x"}
+    )
+    assert late.status_code == 400
+    assert server.grants() == []

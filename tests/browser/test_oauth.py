@@ -1,0 +1,340 @@
+"""Connecting an MCP client the way people do: the official Python SDK's OAuth client against
+the tickets demo on uvicorn, with a person signing in and allowing it in headless Chromium.
+
+The client discovers the authorization server from ``/mcp``'s 401, registers,
+sends the person's browser to authorize; they sign in on the demo's own page,
+read the consent page and allow; the client trades the code, calls a tool,
+refreshes, and after revocation is refused. Nothing is mocked: the browser's
+redirect to the client's loopback callback is caught by Playwright as a
+client's local listener would catch it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from playwright.async_api import Browser, Page, Route, async_playwright, expect
+
+from rastrillo.agents import grants, oauth
+from rastrillo.app import App
+from rastrillo.loader import load_options
+from rastrillo.testing import live_server
+from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
+from tests.support import free_port
+
+pytestmark = pytest.mark.browser
+
+ALICE = "alice@example.com"
+DEMO_PASSWORD = "tickets-demo"
+DOCS_IMAGES = os.environ.get("RASTRILLO_DOCS_IMAGES")
+"""Set (to ``docs/images``) to refresh the screenshots docs/mcp.md shows."""
+
+
+def screenshot_path(name: str) -> Path:
+    return Path(DOCS_IMAGES) / name if DOCS_IMAGES else ARTIFACTS / name
+
+
+@contextmanager
+def hostile_site(html: str) -> Iterator[str]:
+    """Another site on another port of the same host, serving one page."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+class Memory(TokenStorage):
+    """The client's token store, in memory (a real client keeps it on disk)."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    options = dataclasses.replace(load_options(TICKETS), db=str(tmp_path / "tickets.db"), mcp=True)
+    with live_server(options) as served:
+        yield served
+
+
+async def sign_in_on_the_way(page: Page) -> None:
+    """The demo's own sign-in page, reached because the consent page needs a session."""
+    await expect(page).to_have_url(re.compile(r"/signin\?next="))
+    await page.get_by_label("Email").fill(ALICE)
+    await page.get_by_label("Password").fill(DEMO_PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()
+
+
+class Person:
+    """Alice at her browser: whenever the client sends her to authorize, she signs in if
+    she must, reads the consent page and presses ``button``; the browser's trip to the
+    client's loopback callback is caught, as the client's listener would catch it."""
+
+    def __init__(self, browser: Browser, app: App, callback_port: int) -> None:
+        self.browser = browser
+        self.app = app
+        self.callback = f"http://127.0.0.1:{callback_port}/callback"
+        self.answers: list[str] = []
+        self.visits = 0
+        self.page: Page | None = None
+
+    async def open(self) -> Page:
+        context = await self.browser.new_context(
+            base_url=self.app.origin, viewport=DESKTOP, java_script_enabled=False
+        )
+        context.set_default_timeout(10_000)
+
+        async def caught(route: Route) -> None:
+            self.answers.append(route.request.url)
+            await route.fulfill(body="You can close this window.", content_type="text/plain")
+
+        await context.route(re.compile(re.escape(self.callback) + r"\?.*"), caught)
+        self.page = await context.new_page()
+        return self.page
+
+    async def authorize(self, url: str) -> None:
+        self.visits += 1
+        page = self.page or await self.open()
+        await page.goto(url)
+        if "/signin" in page.url:
+            await sign_in_on_the_way(page)
+        await expect(page).to_have_url(re.compile(re.escape(oauth.CONSENT_PATH) + r"\?request="))
+        await expect(page.get_by_role("heading", level=1)).to_have_text(
+            "Connect Ticket Desk Agent to your account?"
+        )
+        await expect(page.get_by_text("your browser goes to 127.0.0.1")).to_be_visible()
+        await expect(page.get_by_label("Agent name")).to_have_value("ticket-desk-agent")
+        await expect(page.get_by_text("each write waits for your approval")).to_be_visible()
+        await page.locator("body").screenshot(path=screenshot_path("mcp-consent.png"))
+        await page.get_by_role("button", name="Allow").click()
+        await expect(page.get_by_text("You can close this window.")).to_be_visible()
+
+    async def callback_result(self) -> AuthorizationCodeResult:
+        answer = {k: v[0] for k, v in parse_qs(urlsplit(self.answers[-1]).query).items()}
+        return AuthorizationCodeResult(
+            code=answer["code"], state=answer.get("state"), iss=answer.get("iss")
+        )
+
+
+def connect(
+    app: App, person: Person, storage: Memory
+) -> Callable[[], Awaitable[tuple[httpx2.AsyncClient, OAuthClientProvider]]]:
+    async def make() -> tuple[httpx2.AsyncClient, OAuthClientProvider]:
+        provider = OAuthClientProvider(
+            server_url=app.origin + "/mcp",
+            client_metadata=OAuthClientMetadata(
+                client_name="Ticket Desk Agent", redirect_uris=[person.callback]
+            ),
+            storage=storage,
+            redirect_handler=person.authorize,
+            callback_handler=person.callback_result,
+        )
+        return httpx2.AsyncClient(auth=provider, timeout=30), provider
+
+    return make
+
+
+async def order_status(http: httpx2.AsyncClient, app: App) -> str:
+    """Call the read tool ``orders_id_get`` for order 1 over MCP; its status."""
+    async with (
+        streamable_http_client(app.origin + "/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        result = await session.call_tool("orders_id_get", {"id": "1"})
+        assert not result.is_error, result
+        return json.loads(result.content[0].text)["order"]["status"]
+
+
+def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_revoked(app: App):
+    storage = Memory()
+
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            person = Person(browser, app, free_port())
+            try:
+                http, provider = await connect(app, person, storage)()
+                async with http:
+                    # discovery, registration, authorize, consent, token, then the call
+                    assert await order_status(http, app) == "paid"
+                    assert person.visits == 1
+                    [grant] = grants.list_grants(app.db, "1")
+                    assert (grant.agent, grant.client) == ("ticket-desk-agent", "Ticket Desk Agent")
+                    assert storage.client is not None
+                    assert grant.client_id == storage.client.client_id
+                    assert storage.client.token_endpoint_auth_method == "none"
+
+                    # refresh: the access token has run out, the client rotates its tokens
+                    first = storage.tokens
+                    assert first is not None and first.expires_in == 3600
+                    provider.context.token_expiry_time = time.time() - 1
+                    assert await order_status(http, app) == "paid"
+                    second = storage.tokens
+                    assert second is not None
+                    assert second.access_token != first.access_token
+                    assert second.refresh_token != first.refresh_token
+                    assert person.visits == 1  # refreshed, not asked again
+
+                    # revocation (RFC 7009), then the old token is refused on /mcp
+                    async with httpx.AsyncClient(base_url=app.origin) as plain:
+                        done = await plain.post(
+                            oauth.REVOKE_PATH,
+                            data={"token": second.access_token, "client_id": grant.client_id},
+                        )
+                        assert done.status_code == 200
+                        refused = await plain.post(
+                            "/mcp",
+                            headers={"Authorization": f"Bearer {second.access_token}"},
+                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                        )
+                    assert refused.status_code == 401
+                    assert 'resource_metadata="' in refused.headers["www-authenticate"]
+                    assert grants.list_grants(app.db, "1") == []
+            finally:
+                await browser.close()
+
+    anyio.run(scenario)
+
+
+def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app: App):
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                context = await browser.new_context(
+                    base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
+                )
+                context.set_default_timeout(10_000)
+                page = await context.new_page()
+                async with httpx.AsyncClient(base_url=app.origin) as client:
+                    registered = await client.post(
+                        oauth.REGISTER_PATH,
+                        json={"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "Framed"},
+                    )
+                    client_id = registered.json()["client_id"]
+                    asked = await client.get(
+                        oauth.AUTHORIZE_PATH,
+                        params={
+                            "response_type": "code",
+                            "client_id": client_id,
+                            "redirect_uri": "http://127.0.0.1:9/cb",
+                            "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuKZWMnvkPc",
+                            "code_challenge_method": "S256",
+                        },
+                    )
+                consent = asked.headers["location"]
+                request_id = parse_qs(urlsplit(consent).query)["request"][0]
+                await page.goto(consent)
+                await sign_in_on_the_way(page)
+                await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+
+                frame_and_form = f"""<!doctype html><title>Win a prize</title>
+                    <iframe name="victim" src="{consent}" width="800" height="600"></iframe>
+                    <form method="post" action="{app.origin}{oauth.CONSENT_PATH}">
+                      <input type="hidden" name="request" value="{request_id}">
+                      <input type="hidden" name="agent" value="prize">
+                      <button name="decision" value="allow">Claim your prize</button>
+                    </form>"""
+
+                framed = await context.new_page()
+                with hostile_site(frame_and_form) as hostile:
+                    loaded = await framed.goto(hostile)
+                    assert loaded is not None and loaded.ok
+                    victim = framed.frame(name="victim")
+                    assert victim is not None
+                    # The frame did load something: the consent page's own answer, which
+                    # the browser refused to show inside another page.
+                    assert victim.url.startswith("chrome-error://"), victim.url
+                    await expect(victim.get_by_role("button", name="Allow")).to_have_count(0)
+                    await framed.screenshot(path=ARTIFACTS / "consent-framed.png")
+
+                    async with framed.expect_response(app.origin + oauth.CONSENT_PATH) as posted:
+                        await framed.get_by_role("button", name="Claim your prize").click()
+                    assert (await posted.value).status == 403
+                assert oauth.pending(app.db, request_id) is not None
+                assert grants.list_grants(app.db, include_revoked=True) == []
+            finally:
+                await browser.close()
+
+    anyio.run(scenario)
+
+
+def test_the_revoke_button_refuses_the_clients_next_call(app: App):
+    storage = Memory()
+
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            person = Person(browser, app, free_port())
+            try:
+                http, _ = await connect(app, person, storage)()
+                async with http:
+                    assert await order_status(http, app) == "paid"
+                    [first] = grants.list_grants(app.db, "1")
+                    assert person.page is not None
+                    await person.page.goto("/_rastrillo/agents")
+                    await person.page.get_by_role(
+                        "button", name="Revoke ticket-desk-agent (Ticket Desk Agent)"
+                    ).click()
+                    await expect(person.page.get_by_text("No agent acts for you.")).to_be_visible()
+                    assert grants.list_grants(app.db, "1") == []
+
+                    # The next call is refused: the client has to ask the person again.
+                    assert await order_status(http, app) == "paid"
+                    assert person.visits == 2
+                    [second] = grants.list_grants(app.db, "1")
+                    assert second.id != first.id
+            finally:
+                await browser.close()
+
+    anyio.run(scenario)

@@ -1,0 +1,106 @@
+"""``rastrillo agents list|revoke``: an operator sees every grant and can end one."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from rastrillo.agents import grants
+from rastrillo.app import handler
+from rastrillo.cli.main import main
+from rastrillo.loader import load_options
+from rastrillo.storage import Database
+from tests.support import write_app
+
+INDEX = """\
+import rastrillo
+
+
+def handle(ctx: rastrillo.Context):
+    return ctx.text("hi")
+"""
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path) -> Path:
+    return write_app(tmp_path / "shop", {"index.GET.py": INDEX})
+
+
+@pytest.fixture
+def db(app_dir: Path):
+    app = handler(load_options(app_dir))
+    yield app.db
+    app.db.dispose()
+
+
+def test_an_app_that_never_ran_has_no_grants_and_gets_no_database(app_dir: Path, capsys):
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    assert capsys.readouterr().out == "no live grants\n"
+    assert main(["agents", "revoke", "abc", "--app", str(app_dir)]) == 1
+    assert not (app_dir / "app.db").exists()
+
+
+def test_list_shows_every_users_grants_and_revoke_ends_one(app_dir: Path, db: Database, capsys):
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    assert capsys.readouterr().out == "no live grants\n"
+    alice = grants.create_grant(db, user_id="1", agent="desk", client="Claude", client_id="c-1")
+    tokens = grants.issue_tokens(db, alice.id)
+    bob, _, _ = grants.personal_token(db, user_id="2", agent="script")
+
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f'{bob.id}  user 2  agent:script  client "personal token"  created ')
+    assert lines[1].startswith(f'{alice.id}  user 1  agent:desk  client "Claude"  created ')
+    assert lines[1].endswith("last used never")
+    assert main(["agents", "list", "--app", str(app_dir), "--user", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines[1:]
+
+    assert main(["agents", "revoke", alice.id, "--app", str(app_dir)]) == 0
+    assert capsys.readouterr().out == f"revoked {alice.id}: agent:desk for user 1\n"
+    assert grants.authenticate(db, tokens.access_token) is None  # the next call is refused
+    assert grants.rotate_refresh(db, tokens.refresh_token) is None
+
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    assert capsys.readouterr().out.splitlines() == lines[:1]
+    assert main(["agents", "list", "--app", str(app_dir), "--all"]) == 0
+    assert " revoked 20" in capsys.readouterr().out.splitlines()[1]
+
+
+def test_revoking_an_unknown_or_revoked_grant_is_a_clear_error(app_dir: Path, db: Database, capsys):
+    assert main(["agents", "revoke", "nope\x1b[2J", "--app", str(app_dir)]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: no grant 'nope\\x1b[2J': see rastrillo agents list\n"
+    grant = grants.create_grant(db, user_id="1", agent="desk", client="Claude")
+    assert main(["agents", "revoke", grant.id, "--app", str(app_dir)]) == 0
+    assert main(["agents", "revoke", grant.id, "--app", str(app_dir)]) == 1
+    assert "already revoked" in capsys.readouterr().err
+
+
+def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Database, capsys):
+    grants.create_grant(db, user_id="1\n\x1b]0;owned\x07", agent="desk", client="Claude")
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert out.count("\n") == 1
+    assert "user 1\\n\\x1b]0;owned\\x07  agent:desk" in out
+
+
+def test_the_commands_in_docs_mcp_run(app_dir: Path, db: Database, capsys):
+    doc = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    commands = [
+        shlex.split(line.split("#")[0])
+        for block in re.findall(r"```sh\n(.*?)```", doc, re.S)
+        for line in block.splitlines()
+        if line.startswith("rastrillo agents ")
+    ]
+    assert len(commands) == 4
+    grant = grants.create_grant(db, user_id="3", agent="desk", client="Claude")
+    for argv in commands:
+        argv = [grant.id if a == "GRANT_ID" else str(app_dir) if a == "." else a for a in argv]
+        assert main(argv[1:]) == 0, argv
+    assert grant.id in capsys.readouterr().out
+    assert grants.list_grants(db) == []
