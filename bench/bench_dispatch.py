@@ -12,9 +12,20 @@ handler reads back through ``ctx.args``:
 - (b) httpx: ``httpx.AsyncClient(transport=httpx.ASGITransport(app))``, how
   fastapi-mcp and FastMCP call in-process.
 
-Rounds alternate the three so machine noise hits them alike; each round
+Then an approved write, ``buy`` (``POST /events/1/buy``, one ticket):
+
+- approved write: ``dispatch`` of a call whose approval the user already gave
+  (proposed and approved before the clock starts): session, the approval's
+  one use, the handler's transaction, the audit row on disk;
+- consent cycle: propose (refused with ConfirmRequired), approve
+  (``consent.decide``), run: the whole cycle an agent's write takes;
+- (w) raw ASGI write: the same POST, hand-built, with no approval (the floor an
+  unguarded in-process write pays).
+
+Rounds alternate the ways so machine noise hits them alike; each round
 reports the median call, and the result is the median of the rounds. Goals: dispatch
-<= 1.2 x (a) and <= 0.6 x (b).
+<= 1.0 x (a) and <= 0.6 x (b); approved write <= 1.0 x an unguarded write, the whole
+cycle <= 1.5 x it.
 
     python bench/bench_dispatch.py [--calls 500] [--rounds 5]
 """
@@ -42,12 +53,22 @@ from rastrillo import Actor, handler  # noqa: E402
 from rastrillo.context import TOOL_CALL_SCOPE_KEY  # noqa: E402
 from rastrillo.loader import load_options  # noqa: E402
 from rastrillo.sessions import cookie_name, create_session  # noqa: E402
-from rastrillo.tools import Call, ToolCallMarker, audit, dispatch  # noqa: E402
+from rastrillo.tools import (  # noqa: E402
+    Call,
+    ConfirmRequired,
+    ToolCallMarker,
+    audit,
+    consent,
+    dispatch,
+)
 
 TOOL = "orders_get"
 PATH = "/orders"
 ARGS = {"status": "paid"}
 QUERY = b"status=paid"
+WRITE = "events_id_buy_post"
+WRITE_PATH = "/events/1/buy"
+WRITE_ARGS = {"id": "1", "quantity": 1}
 
 
 async def timed(calls: int, one: Callable[[], Awaitable[object]]) -> float:
@@ -58,6 +79,38 @@ async def timed(calls: int, one: Callable[[], Awaitable[object]]) -> float:
         await one()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e6
+
+
+async def timed_after(
+    calls: int, setup: Callable[[], Awaitable[object]], one: Callable[[object], Awaitable[object]]
+) -> float:
+    """:func:`timed`, each call given what an untimed ``setup`` made for it."""
+    times = []
+    for _ in range(calls):
+        made = await setup()
+        start = time.perf_counter()
+        await one(made)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def report(title: str, times: dict[str, list[float]]) -> dict[str, float]:
+    median = {name: statistics.median(t) for name, t in times.items()}
+    print(title)
+    for name, t in times.items():
+        rounds_text = ", ".join(f"{x:.0f}" for x in t)
+        print(f"  {name:<26} median {median[name]:6.0f}   rounds {rounds_text}")
+    return median
+
+
+def ratio(times: dict[str, list[float]], top: str, bottom: str, goal: str) -> None:
+    """The same-run ratio of two ways, and its spread over the rounds (round by round)."""
+    per_round = [t / b for t, b in zip(times[top], times[bottom], strict=True)]
+    median = statistics.median(times[top]) / statistics.median(times[bottom])
+    print(
+        f"  {top} / {bottom} = {median:.2f}  (rounds {min(per_round):.2f}-{max(per_round):.2f};"
+        f" goal {goal})"
+    )
 
 
 async def main(calls: int, rounds: int) -> None:
@@ -76,37 +129,42 @@ async def main(calls: int, rounds: int) -> None:
             assert result.status == 200, result.text
             return result
 
-        async def raw() -> object:
+        async def asgi(
+            method: str, path: str, query: bytes, body: bytes, headers: list
+        ) -> bytes:
             scope = {
                 "type": "http",
                 "asgi": {"version": "3.0"},
                 "http_version": "1.1",
-                "method": "GET",
+                "method": method,
                 "scheme": "http",
-                "path": PATH,
-                "raw_path": PATH.encode(),
+                "path": path,
+                "raw_path": path.encode(),
                 "root_path": "",
-                "query_string": QUERY,
-                "headers": [(b"host", b"127.0.0.1:8000"), (b"cookie", cookie)],
+                "query_string": query,
+                "headers": [(b"host", b"127.0.0.1:8000"), (b"cookie", cookie), *headers],
                 "client": None,
                 "server": ("127.0.0.1", 8000),
                 TOOL_CALL_SCOPE_KEY: marker,
             }
             status: list[int] = []
-            body: list[bytes] = []
+            chunks: list[bytes] = []
 
             async def receive() -> dict:
-                return {"type": "http.request", "body": b"", "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
 
             async def send(message: dict) -> None:
                 if message["type"] == "http.response.start":
                     status.append(message["status"])
                 else:
-                    body.append(message.get("body", b""))
+                    chunks.append(message.get("body", b""))
 
             await app(scope, receive, send)
-            assert status == [200]
-            return b"".join(body)
+            assert status in ([200], [201]), status
+            return b"".join(chunks)
+
+        async def raw() -> object:
+            return await asgi("GET", PATH, QUERY, b"", [])
 
         async def with_marker(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
             scope[TOOL_CALL_SCOPE_KEY] = marker
@@ -133,14 +191,62 @@ async def main(calls: int, rounds: int) -> None:
             for name, one in ways.items():
                 times[name].append(await timed(calls, one))
         await client.aclose()
-        median = {name: statistics.median(t) for name, t in times.items()}
-        print(f"{TOOL} ({PATH}?{QUERY.decode()}), {calls} calls x {rounds} rounds, µs per call:")
-        for name, t in times.items():
-            rounds_text = ", ".join(f"{x:.0f}" for x in t)
-            print(f"  {name:<26} median {median[name]:6.0f}   rounds {rounds_text}")
-        d, a, b = median["dispatch"], median["(a) raw ASGI"], median["(b) httpx ASGITransport"]
-        print(f"  dispatch / (a) = {d / a:.2f}  (goal <= 1.0 for this typed read tool)")
-        print(f"  dispatch / (b) = {d / b:.2f}  (goal <= 0.6)")
+        title = f"{TOOL} ({PATH}?{QUERY.decode()}), {calls} calls x {rounds} rounds, µs per call:"
+        report(title, times)
+        ratio(times, "dispatch", "(a) raw ASGI", "<= 1.0")
+        ratio(times, "dispatch", "(b) httpx ASGITransport", "<= 0.6")
+
+        app.db.execute("UPDATE events SET tickets_left = 100000000 WHERE id = 1")
+        write = Call(tool=WRITE, args=WRITE_ARGS, actor=agent, session=session)
+        form = b"quantity=1"
+        form_headers = [
+            (b"content-type", b"application/x-www-form-urlencoded"),
+            (b"content-length", str(len(form)).encode()),
+        ]
+
+        async def propose() -> str:
+            try:
+                await dispatch(app, options.tools, write)
+            except ConfirmRequired as exc:
+                return exc.approval_id
+            raise AssertionError("a write ran without approval")
+
+        async def approved() -> str:
+            approval_id = await propose()
+            consent.decide(app.db, "1", approval_id, True)
+            return approval_id
+
+        async def run_approved(approval_id: object) -> object:
+            call = dataclasses.replace(write, approval=approval_id)
+            result = await dispatch(app, options.tools, call)
+            assert result.status == 201, result.text
+            return result
+
+        async def cycle(_: object) -> object:
+            return await run_approved(await approved())
+
+        async def nothing() -> None:
+            return None
+
+        async def raw_write(_: object) -> object:
+            return await asgi("POST", WRITE_PATH, b"", form, form_headers)
+
+        writes = {
+            "approved write": (approved, run_approved),
+            "consent cycle": (nothing, cycle),
+            "(w) raw ASGI write": (nothing, raw_write),
+        }
+        write_calls = max(calls // 5, 20)
+        for setup, one in writes.values():  # warm up
+            await timed_after(20, setup, one)
+        wtimes: dict[str, list[float]] = {name: [] for name in writes}
+        for _ in range(rounds):
+            for name, (setup, one) in writes.items():
+                wtimes[name].append(await timed_after(write_calls, setup, one))
+        title = f"{WRITE} ({WRITE_PATH}), {write_calls} calls x {rounds} rounds, µs per call:"
+        report(title, wtimes)
+        ratio(wtimes, "approved write", "(w) raw ASGI write", "<= 1.0 x an unguarded write")
+        ratio(wtimes, "consent cycle", "(w) raw ASGI write", "<= 1.5 x an unguarded write")
         audit.flush(app.db)  # every audit row written before its database is deleted
         app.db.dispose()
     finally:
