@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from rastrillo.errors import Problem
-from rastrillo.registry.declare import Access, Arg, ToolDef, arg_problems, tool_id
+from rastrillo.registry.declare import ARG_KEYWORDS, Access, Arg, ToolDef, arg_problems, tool_id
 
 from .rules import Declared, Refuse, check_tool
 
@@ -177,17 +177,7 @@ def _read_args(
 
 
 _ARG_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
-_ARG_KEYWORDS = (
-    "description",
-    "type",
-    "required",
-    "choices",
-    "minimum",
-    "maximum",
-    "min_length",
-    "max_length",
-    "pattern",
-)
+_ARG_KEYWORDS = ("description", *ARG_KEYWORDS)
 
 
 def _read_arg(

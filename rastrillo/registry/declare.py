@@ -81,7 +81,7 @@ class Arg:
     def __post_init__(self) -> None:
         if isinstance(self.choices, list):
             object.__setattr__(self, "choices", tuple(self.choices))
-        constraints = tuple((n, v) for n in _KEYWORDS[2:] if (v := getattr(self, n)) is not None)
+        constraints = tuple((n, v) for n in ARG_KEYWORDS[2:] if (v := getattr(self, n)) is not None)
         object.__setattr__(self, "constraints", constraints)
         problems = arg_problems(
             type=self.type,
@@ -106,7 +106,9 @@ class Arg:
     def declared(self) -> list[tuple[str, object]]:
         """The keyword arguments that differ from the defaults, in declaration order."""
         return [
-            (name, value) for name in _KEYWORDS if (value := getattr(self, name)) != _DEFAULTS[name]
+            (name, value)
+            for name in ARG_KEYWORDS
+            if (value := getattr(self, name)) != _DEFAULTS[name]
         ]
 
     def __repr__(self) -> str:
@@ -116,7 +118,8 @@ class Arg:
         return f"Arg({', '.join(shown)})"
 
 
-_KEYWORDS = (
+# The keywords of ``Arg`` after its description, in declaration order; generate reads these.
+ARG_KEYWORDS = (
     "type",
     "required",
     "choices",
@@ -126,7 +129,7 @@ _KEYWORDS = (
     "max_length",
     "pattern",
 )
-_DEFAULTS: dict[str, object] = {"type": str, "required": True} | dict.fromkeys(_KEYWORDS[2:])
+_DEFAULTS: dict[str, object] = {"type": str, "required": True} | dict.fromkeys(ARG_KEYWORDS[2:])
 
 
 def type_name(kind: object) -> str:
