@@ -3,14 +3,14 @@ own button. The browser sends the user's cookie (same site), and must still show
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
 
 import pytest
 from playwright.sync_api import Page
 
 from rastrillo.app import App
+from tests.browser.hostile import hostile_site
 from tests.browser.test_tickets import ALICE, Person, propose_cancel, sign_in
 
 pytestmark = pytest.mark.browser
@@ -20,38 +20,19 @@ Framer = Callable[[Page, str], None]
 
 @pytest.fixture
 def hostile_page(app: App) -> Iterator[Framer]:
-    """Serve, on another loopback port, a page that frames a path of the app."""
-    framed: dict[str, str] = {}
+    """Open, from another loopback port, a page that frames a path of the app."""
+    with ExitStack() as sites:
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = (
+        def open_framing(page: Page, path: str) -> None:
+            html = (
                 "<!doctype html><title>Win a prize</title>"
                 "<button>Claim your prize</button>"
-                f'<iframe id="victim" src="{app.origin}{framed["path"]}" '
+                f'<iframe id="victim" src="{app.origin}{path}" '
                 'width="600" height="600"></iframe>'
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            )
+            page.goto(sites.enter_context(hostile_site(html)))
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    def open_framing(page: Page, path: str) -> None:
-        framed["path"] = path
-        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
-
-    yield open_framing
-    server.shutdown()
-    server.server_close()
-    thread.join()
+        yield open_framing
 
 
 def test_another_port_cannot_frame_the_approval_page(person: Person, hostile_page: Framer) -> None:

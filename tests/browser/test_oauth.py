@@ -15,11 +15,8 @@ import dataclasses
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -38,6 +35,7 @@ from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
+from tests.browser.hostile import hostile_site
 from tests.support import free_port
 
 pytestmark = pytest.mark.browser
@@ -50,33 +48,6 @@ DOCS_IMAGES = os.environ.get("RASTRILLO_DOCS_IMAGES")
 
 def screenshot_path(name: str) -> Path:
     return Path(DOCS_IMAGES) / name if DOCS_IMAGES else ARTIFACTS / name
-
-
-@contextmanager
-def hostile_site(html: str) -> Iterator[str]:
-    """Another site on another port of the same host, serving one page."""
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = html.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 class Memory(TokenStorage):
