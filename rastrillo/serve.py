@@ -64,6 +64,10 @@ class UsageError(RastrilloError):
     """The command line is not one ``run`` understands."""
 
 
+class ListenError(RastrilloError):
+    """The address or socket to serve on cannot be listened on (taken, not ours)."""
+
+
 def parse_argv(argv: Sequence[str]) -> ServeArgs | SidecarArgs:
     """Parsed serve or ``sidecar run`` flags; raises UsageError."""
     args = list(argv)
@@ -149,14 +153,18 @@ def serve(options: Options, args: ServeArgs) -> int:
         app.db.dispose()
         return 0
     app.db.dispose()  # each worker opens connections of its own, never the parent's
-    sock = listen(args.host, args.port, args.socket)
+    try:
+        sockets = listen(args.host, args.port, args.socket, args.workers)
+    except OSError as exc:
+        where = args.socket or _origin_addr(args.host, args.port)
+        raise ListenError(f"cannot listen on {where}: {exc.strerror}") from exc
 
-    def serve_one() -> None:
+    def serve_one(sock: socket.socket) -> None:
         with _signals_end_quietly():
             DrainingServer(config).run(sockets=[sock])
 
     try:
-        return supervise(args.workers, sock, serve_one)
+        return supervise(sockets, serve_one)
     finally:
         if args.socket is not None:
             Path(args.socket).unlink(missing_ok=True)
