@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
@@ -51,8 +52,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeEngine
 
 from .clock import SYSTEM_CLOCK, Clock, as_instant
@@ -111,6 +113,9 @@ DIALECTS = ("mssql", "mysql", "oracle", "postgresql", "sqlite")
 _ADVISORY_LOCK_KEY = 0x7261_7374  # "rast": serialises start-up across processes on PostgreSQL
 _BUSY_TIMEOUT_MS = 10_000
 _POOL_TIMEOUT_SECONDS = 10  # a request waits this long for a free connection, then fails
+PING_AFTER_IDLE_SECONDS = 1.0
+"""A PostgreSQL connection idle in the pool this long is checked before it is handed out."""
+_IDLE_SINCE = "rastrillo.idle_since"
 _SQLITE_POOL_SIZE = 48
 """SQLite connections kept open: one for each of Starlette's worker threads (anyio's
 default limit, 40) and the framework's own (audit writer, sidecar, start-up), so load
@@ -210,22 +215,28 @@ class Database:
             event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
-            # Pre-ping: a connection the server dropped (a restart, an idle timeout)
-            # is replaced before a request gets it, instead of failing that request.
             self.engine = create_engine(
                 self.url,
-                pool_pre_ping=True,
                 pool_size=pool_size,
                 max_overflow=max_overflow,
                 pool_timeout=_POOL_TIMEOUT_SECONDS,
             )
-            event.listen(self.engine, "connect", _postgres_on_connect)
+            dialect = self.engine.dialect
+            event.listen(self.engine, "connect", lambda c, _r: _postgres_on_connect(dialect, c))
+            event.listen(self.engine, "checkin", _checked_in)
+            event.listen(self.engine, "checkout", lambda c, r, _p: _ping_if_idle(dialect, c, r))
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A connection for reads; any transaction it opens is rolled back."""
+        """A connection for reads, never for writes.
+
+        On SQLite its statements share one transaction, rolled back at the end. On
+        PostgreSQL each statement is its own read-only transaction (autocommit), so
+        a one-query read is one round trip, with no BEGIN and ROLLBACK around it;
+        a write there fails (SQLSTATE 25006) instead of being thrown away.
+        """
         with self.engine.connect() as conn:
-            yield conn
+            yield conn if self.is_sqlite else conn.execution_options(isolation_level="AUTOCOMMIT")
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -465,12 +476,38 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _postgres_on_connect(dialect: Dialect, dbapi_connection: Any) -> None:
     # Instants come back in UTC whatever the server's zone, so every one that
-    # was stored, up to 9999-12-31 in UTC, can be read back.
+    # was stored, up to 9999-12-31 in UTC, can be read back. A statement outside
+    # a transaction (Database.read's autocommit) is read-only; every transaction
+    # psycopg begins says READ WRITE, so writes run in transactions only.
     with dbapi_connection.cursor() as cursor:
         cursor.execute("SET TIME ZONE 'UTC'")
+        cursor.execute("SET default_transaction_read_only = on")
     dbapi_connection.commit()
+    dialect.set_readonly(dbapi_connection, False)  # type: ignore[attr-defined]
+
+
+def _checked_in(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_if_idle(dialect: Dialect, dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """Replace a pooled connection that sat idle long enough for the server to have
+    dropped it (a restart, a proxy's idle timeout) before a request gets it.
+
+    One that was in use a moment ago is not asked: under load that round trip would
+    come with every request. Should the server have dropped it all the same, the
+    request fails as while the server is down (503) and the pool replaces every
+    connection it opened before the failure.
+    """
+    idle_since = record.info.get(_IDLE_SINCE)
+    if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+        return
+    try:
+        dialect.do_ping(dbapi_connection)
+    except Exception as exc:
+        raise DisconnectionError("the pooled connection is gone") from exc
 
 
 def _sqlite_on_begin(conn: Connection) -> None:

@@ -15,8 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 import rastrillo
+from rastrillo import storage
 from rastrillo.cli.new import scaffold
 from rastrillo.loader import load_options
 from rastrillo.sessions import create_session, revoke_user
@@ -24,6 +27,7 @@ from rastrillo.sessions.store import find_session
 from rastrillo.sidecar import Lease
 from rastrillo.storage import Database
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, audit, consent, dispatch
+from tests.support import until
 from tests.tools._tools_app import build
 
 AGENT = rastrillo.Actor.agent("concierge")
@@ -175,4 +179,60 @@ def test_two_write_transactions_run_at_once_on_postgresql(pg_url):
         release.set()
         for thread in threads:
             thread.join()
+    db.dispose()
+
+
+def test_a_write_through_a_read_connection_is_refused_and_leaves_nothing(pg_url):
+    db = Database(pg_url)
+    db.execute("CREATE TABLE notes (body TEXT)")
+    with pytest.raises(DBAPIError) as refused, db.read() as conn:
+        conn.execute(text("INSERT INTO notes VALUES ('slipped in')"))
+    assert refused.value.orig.sqlstate == "25006"  # read-only transaction
+    db.execute("INSERT INTO notes VALUES ('written')")
+    with db.engine.begin() as conn:  # the engine's own transactions still write
+        conn.execute(text("INSERT INTO notes VALUES ('by the engine')"))
+    notes = sorted(r.body for r in db.query("SELECT body FROM notes"))
+    assert notes == ["by the engine", "written"]
+    db.dispose()
+
+
+def _backend(db: Database) -> int:
+    return db.query_one("SELECT pg_backend_pid() AS pid").pid
+
+
+def _terminate(pg_url: str, pid: int) -> None:
+    admin = Database(pg_url)
+    admin.execute("SELECT pg_terminate_backend(:pid)", pid=pid)
+    until(
+        lambda: not admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = :pid", pid=pid),
+        "the backend to end",
+    )
+    admin.dispose()
+
+
+def test_a_pooled_connection_dropped_while_idle_is_replaced_before_use(pg_url, monkeypatch):
+    monkeypatch.setattr(storage, "PING_AFTER_IDLE_SECONDS", 0.0)
+    db = Database(pg_url)
+    first = _backend(db)
+    _terminate(pg_url, first)  # a restart or a proxy's idle timeout, while it sat in the pool
+    assert _backend(db) != first  # no error: the dead connection was found and replaced
+    db.dispose()
+
+
+def test_a_connection_dropped_while_busy_fails_as_unavailable_and_the_pool_recovers(
+    pg_url, monkeypatch
+):
+    monkeypatch.setattr(storage, "PING_AFTER_IDLE_SECONDS", 3600.0)  # in use all along
+    db = Database(pg_url)
+    held = [db.engine.connect() for _ in range(3)]  # three connections, back in the pool after
+    backends = {conn.execute(text("SELECT pg_backend_pid()")).scalar_one() for conn in held}
+    for conn in held:
+        conn.close()
+    for pid in backends:
+        _terminate(pg_url, pid)
+    with pytest.raises(DBAPIError) as failed:
+        _backend(db)
+    assert storage.is_unavailable(failed.value)  # served as 503, not 500
+    # The failure retires every connection opened before it: the next reads all work.
+    assert not {_backend(db) for _ in range(3)} & backends
     db.dispose()
