@@ -246,9 +246,10 @@ def wait_for(url: str, headers: dict[str, str], process: subprocess.Popen[bytes]
 def wrk(url: str, connections: int, seconds: int, headers: dict[str, str]) -> tuple[float, float]:
     """Requests per second, and p99 latency in ms."""
     flags = [f for k, v in headers.items() for f in ("-H", f"{k}: {v}")]
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", *flags, url]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    if "Non-2xx" in out or "Socket errors" in out:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "--latency"]
+    out = subprocess.run([*command, *flags, url], capture_output=True, text=True, check=True).stdout
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+)", out)
+    if "Non-2xx" in out or (errors is not None and any(int(n) for n in errors.groups())):
         raise RuntimeError(f"{url} answered errors:\n{out}")
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p99, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()
