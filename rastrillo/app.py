@@ -54,7 +54,7 @@ from .registry.validate import ArgError
 from .routing import Match, Route, Router
 from .sessions.middleware import RequestSession, pending_session
 from .sidecar import Sidecar, next_due_endpoint
-from .storage import Database, database_url
+from .storage import POOL_SIZE, Database, database_url
 from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
 
 if TYPE_CHECKING:
@@ -81,9 +81,9 @@ class Options:
     """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
     db: str = "app.db"
     """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
-    db_pool_size: int = 5
-    """PostgreSQL connections each server process keeps open for reuse."""
-    db_max_overflow: int = 10
+    db_pool_size: int = POOL_SIZE
+    """PostgreSQL connections each server process may open, kept open for reuse."""
+    db_max_overflow: int = 0
     """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
     version: str = "dev"
     """Reported by ``GET /api/version``."""

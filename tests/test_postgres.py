@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 import rastrillo
@@ -235,4 +235,25 @@ def test_a_connection_dropped_while_busy_fails_as_unavailable_and_the_pool_recov
     assert storage.is_unavailable(failed.value)  # served as 503, not 500
     # The failure retires every connection opened before it: the next reads all work.
     assert not {_backend(db) for _ in range(3)} & backends
+    db.dispose()
+
+
+def test_waves_of_requests_keep_reusing_the_pools_connections(pg_url):
+    # A connection closed when a burst ends is a PostgreSQL backend to start again
+    # (a fork, authentication, settings) for the next: load goes in waves, and a
+    # pool that shrinks after each pays that on every wave.
+    options = rastrillo.Options()
+    db = Database(pg_url, pool_size=options.db_pool_size, max_overflow=options.db_max_overflow)
+    opened: list[object] = []
+    event.listen(db.engine, "connect", lambda conn, _record: opened.append(conn))
+    wave = threading.Barrier(32)
+
+    def requests(_: int) -> None:
+        for _ in range(5):
+            wave.wait()
+            db.query_one("SELECT pg_sleep(0.02)")  # a query that takes a moment
+
+    with ThreadPoolExecutor(32) as pool:  # more at once than the pool holds
+        list(pool.map(requests, range(32)))
+    assert len(opened) <= options.db_pool_size + options.db_max_overflow
     db.dispose()
