@@ -183,7 +183,7 @@ def test_two_write_transactions_run_at_once_on_postgresql(pg_url):
 
 
 def test_a_write_through_a_read_connection_is_refused_and_leaves_nothing(pg_url):
-    db = Database(pg_url)
+    db = Database(pg_url, pool_size=1)  # one connection, used by every step below
     db.execute("CREATE TABLE notes (body TEXT)")
     with pytest.raises(DBAPIError) as refused, db.read() as conn:
         conn.execute(text("INSERT INTO notes VALUES ('slipped in')"))
@@ -191,8 +191,16 @@ def test_a_write_through_a_read_connection_is_refused_and_leaves_nothing(pg_url)
     db.execute("INSERT INTO notes VALUES ('written')")
     with db.engine.begin() as conn:  # the engine's own transactions still write
         conn.execute(text("INSERT INTO notes VALUES ('by the engine')"))
+    with db.engine.connect() as conn:  # and so do those at an isolation level of their own
+        serializable = conn.execution_options(isolation_level="SERIALIZABLE")
+        level = serializable.exec_driver_sql("SHOW transaction_isolation").scalar_one()
+        serializable.execute(text("INSERT INTO notes VALUES ('serializable')"))
+        serializable.commit()
+    assert level == "serializable"
+    with pytest.raises(DBAPIError), db.read() as conn:  # the connection is reset on return
+        conn.execute(text("INSERT INTO notes VALUES ('slipped in later')"))
     notes = sorted(r.body for r in db.query("SELECT body FROM notes"))
-    assert notes == ["by the engine", "written"]
+    assert notes == ["by the engine", "serializable", "written"]
     db.dispose()
 
 
