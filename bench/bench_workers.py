@@ -8,12 +8,20 @@ Approved writes: end to end over HTTP, an agent's write proposed in the tool
 console, approved by its user on the approval page, then redeemed — three
 requests per write, from 8 client threads — with 1 and 2 workers.
 
+wrk runs with one thread pinned to one core (``taskset -c 0``): on a 2-core
+machine it shares that core with a worker and PostgreSQL. For each read run
+the bench prints the CPU time each part took from /proc (the server's
+processes, PostgreSQL's, wrk's) per request, each worker's share, and how
+busy the whole machine was: where the cores went, not only how many requests.
+
 Configurations alternate round by round so machine noise hits all alike;
-every figure is printed with its rounds, and ratios are of medians.
+every figure is printed with its rounds, and ratios are of medians. The load
+average is printed before and after.
 
     bash scripts/with-postgres .venv/bin/python bench/bench_workers.py [--seconds 5] [--rounds 3]
 
-Needs `wrk` (Debian: apt-get install wrk) and a PostgreSQL server:
+Needs `wrk` (Debian: apt-get install wrk), `taskset` (util-linux), Linux's /proc,
+and a PostgreSQL server on this machine:
 ``RASTRILLO_TEST_POSTGRES_URL``, which scripts/with-postgres sets.
 """
 
@@ -56,8 +64,10 @@ def free_port() -> int:
 class Served:
     """``python app.py --workers N --db DB`` for a copy of the demo, until closed."""
 
-    def __init__(self, app_dir: Path, db: str, workers: int) -> None:
+    def __init__(self, app_dir: Path, db: str, workers: int, label: str = "") -> None:
         self.base = f"http://127.0.0.1:{free_port()}"
+        self.label = label
+        self.postmaster = postmaster(db)
         env = {**os.environ, "RASTRILLO_DEV": "1", "RASTRILLO_ORIGIN": ORIGIN}
         self.proc = subprocess.Popen(
             [sys.executable, "app.py", "--addr", self.base[7:], "--db", db,
@@ -80,15 +90,84 @@ class Served:
         self.proc.wait(30)
 
 
+WRK = ["taskset", "-c", "0", "wrk", "-t1", "-c32"]
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            if parent == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def machine_busy() -> float:
+    """CPU seconds all cores spent on anything but idle, since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / _TICK
+
+
+def postmaster(db: str) -> int | None:
+    """The PostgreSQL server's pid, when it runs on this machine; else None."""
+    if "://" not in db:
+        return None
+    engine = create_engine(db)
+    try:
+        with engine.connect() as conn:  # the backend's parent, read while it lives
+            backend = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+    finally:
+        engine.dispose()
+
+
 def reads(served: Served, seconds: int) -> float:
     url = served.base + READ_PATH
-    subprocess.run(["wrk", "-t2", "-c32", "-d1s", url], capture_output=True, check=True)
-    out = subprocess.run(["wrk", "-t2", "-c32", f"-d{seconds}s", url],
-                         capture_output=True, text=True, check=True).stdout
+    subprocess.run([*WRK, "-d1s", url], capture_output=True, check=True)  # warm: pools filled
+    workers = children(served.proc.pid) or [served.proc.pid]
+    pg = [served.postmaster, *children(served.postmaster)] if served.postmaster else []
+    before = {pid: cpu_seconds(pid) for pid in [served.proc.pid, *workers, *pg]}
+    busy_before, started = machine_busy(), time.monotonic()
+    wrk = subprocess.Popen([*WRK, f"-d{seconds}s", url], stdout=subprocess.PIPE, text=True)
+    wrk_cpu = 0.0
+    while wrk.poll() is None:  # a finished process's CPU time is gone with it
+        wrk_cpu = cpu_seconds(wrk.pid)
+        time.sleep(0.05)
+    out = wrk.stdout.read() if wrk.stdout else ""
+    elapsed, busy = time.monotonic() - started, machine_busy() - busy_before
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+)", out)
-    if "Non-2xx" in out or (errors and any(int(n) for n in errors.groups())):
+    if wrk.returncode or "Non-2xx" in out or (errors and any(int(n) for n in errors.groups())):
         raise RuntimeError(f"errors under load:\n{out}")  # wrk's 2 s timeouts are only slow
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def spent(pids: list[int]) -> float:
+        return sum(cpu_seconds(pid) - before[pid] for pid in pids)
+
+    per_request = 1000 / (rate * elapsed)  # ms of CPU per request, from CPU seconds
+    server = spent(list(dict.fromkeys([served.proc.pid, *workers])))
+    shares = "/".join(f"{100 * spent([w]) / elapsed:.0f}%" for w in workers)
+    postgres = f", PostgreSQL {spent(pg) * per_request:.2f}" if pg else ""
+    print(f"    {served.label}: {rate:.0f} req/s; CPU ms per request: server "
+          f"{server * per_request:.2f}{postgres}, wrk {wrk_cpu * per_request:.2f}; "
+          f"workers busy {shares}; machine {100 * busy / elapsed:.0f}% of "
+          f"{100 * (os.cpu_count() or 1)}%", flush=True)
+    return rate
 
 
 def approved_writes(served: Served, seconds: int) -> float:
@@ -151,17 +230,22 @@ def report(title: str, results: dict[str, list[float]], unit: str) -> dict[str, 
     return medians
 
 
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        sys.exit("bench_workers needs wrk: apt-get install wrk")
+    if shutil.which("wrk") is None or shutil.which("taskset") is None:
+        sys.exit("bench_workers needs wrk and taskset: apt-get install wrk util-linux")
     base = os.environ.get("RASTRILLO_TEST_POSTGRES_URL")
     if not base:
         sys.exit("bench_workers needs PostgreSQL: bash scripts/with-postgres "
                  ".venv/bin/python bench/bench_workers.py")
+    print(f"load average before: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         app_dir = Path(tmp) / "tickets"
         shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
@@ -169,7 +253,8 @@ def main() -> None:
 
         def measured(db: str, workers: int, what: Callable[[Served, int], float]) -> Callable:
             def run() -> float:
-                served = Served(app_dir, db, workers)
+                label = f"{'postgresql' if '://' in db else 'sqlite'} {workers}w"
+                served = Served(app_dir, db, workers, label)
                 try:
                     return what(served, args.seconds)
                 finally:
@@ -189,8 +274,9 @@ def main() -> None:
             "postgresql 1w": measured(pg, 1, approved_writes),
             "postgresql 2w": measured(pg, 2, approved_writes),
         }, args.rounds)
+    print(f"load average after: {load_average()}")
     print(f"{os.cpu_count()} cores; {args.rounds} rounds of {args.seconds}s, alternating")
-    r = report(f"GET {READ_PATH}, wrk -t2 -c32", read, "req/s")
+    r = report(f"GET {READ_PATH}, {' '.join(WRK)} (wrk: 1 thread, on core 0)", read, "req/s")
     print(f"  2 workers / 1 worker on PostgreSQL: {r['postgresql 2w'] / r['postgresql 1w']:.2f}"
           " (goal >= 1.6)")
     print(f"  PostgreSQL / SQLite, 1 worker: {r['postgresql 1w'] / r['sqlite 1w']:.2f}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import limits
 from .clock import SYSTEM_CLOCK, Clock
 from .drain import DEFAULT_DRAIN_TIMEOUT
-from .storage import database_url
+from .storage import POOL_SIZE, database_url
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -65,9 +65,9 @@ class Options:
     """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
     db: str = "app.db"
     """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
-    db_pool_size: int = 5
-    """PostgreSQL connections each server process keeps open for reuse."""
-    db_max_overflow: int = 10
+    db_pool_size: int = POOL_SIZE
+    """PostgreSQL connections each server process may open, kept open for reuse."""
+    db_max_overflow: int = 0
     """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
     version: str = "dev"
     """Reported by ``GET /api/version``."""

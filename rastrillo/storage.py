@@ -116,6 +116,10 @@ DIALECTS = ("mssql", "mysql", "oracle", "postgresql", "sqlite")
 _ADVISORY_LOCK_KEY = 0x7261_7374  # "rast": serialises start-up across processes on PostgreSQL
 _BUSY_TIMEOUT_MS = 10_000
 _POOL_TIMEOUT_SECONDS = 10  # a request waits this long for a free connection, then fails
+POOL_SIZE = 15
+"""PostgreSQL connections a process opens at most, by default, and keeps open. Load comes
+in waves: a pool that closed what it opened for one would start backends again (a fork,
+authentication, settings) for the next."""
 PING_AFTER_IDLE_SECONDS = 1.0
 """A PostgreSQL connection idle in the pool this long is checked before it is handed out."""
 _IDLE_SINCE = "rastrillo.idle_since"
@@ -186,8 +190,8 @@ class Database:
         url: str,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        pool_size: int = 5,
-        max_overflow: int = 10,
+        pool_size: int = POOL_SIZE,
+        max_overflow: int = 0,
     ) -> None:
         """``pool_size`` and ``max_overflow`` size the PostgreSQL pool of this process:
         at most their sum connections are open at once. SQLite opens what it needs."""

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 import rastrillo
@@ -183,7 +183,7 @@ def test_two_write_transactions_run_at_once_on_postgresql(pg_url):
 
 
 def test_a_write_through_a_read_connection_is_refused_and_leaves_nothing(pg_url):
-    db = Database(pg_url)
+    db = Database(pg_url, pool_size=1)  # one connection, used by every step below
     db.execute("CREATE TABLE notes (body TEXT)")
     with pytest.raises(DBAPIError) as refused, db.read() as conn:
         conn.execute(text("INSERT INTO notes VALUES ('slipped in')"))
@@ -191,8 +191,16 @@ def test_a_write_through_a_read_connection_is_refused_and_leaves_nothing(pg_url)
     db.execute("INSERT INTO notes VALUES ('written')")
     with db.engine.begin() as conn:  # the engine's own transactions still write
         conn.execute(text("INSERT INTO notes VALUES ('by the engine')"))
+    with db.engine.connect() as conn:  # and so do those at an isolation level of their own
+        serializable = conn.execution_options(isolation_level="SERIALIZABLE")
+        level = serializable.exec_driver_sql("SHOW transaction_isolation").scalar_one()
+        serializable.execute(text("INSERT INTO notes VALUES ('serializable')"))
+        serializable.commit()
+    assert level == "serializable"
+    with pytest.raises(DBAPIError), db.read() as conn:  # the connection is reset on return
+        conn.execute(text("INSERT INTO notes VALUES ('slipped in later')"))
     notes = sorted(r.body for r in db.query("SELECT body FROM notes"))
-    assert notes == ["by the engine", "written"]
+    assert notes == ["by the engine", "serializable", "written"]
     db.dispose()
 
 
@@ -235,4 +243,25 @@ def test_a_connection_dropped_while_busy_fails_as_unavailable_and_the_pool_recov
     assert storage.is_unavailable(failed.value)  # served as 503, not 500
     # The failure retires every connection opened before it: the next reads all work.
     assert not {_backend(db) for _ in range(3)} & backends
+    db.dispose()
+
+
+def test_waves_of_requests_keep_reusing_the_pools_connections(pg_url):
+    # A connection closed when a burst ends is a PostgreSQL backend to start again
+    # (a fork, authentication, settings) for the next: load goes in waves, and a
+    # pool that shrinks after each pays that on every wave.
+    options = rastrillo.Options()
+    db = Database(pg_url, pool_size=options.db_pool_size, max_overflow=options.db_max_overflow)
+    opened: list[object] = []
+    event.listen(db.engine, "connect", lambda conn, _record: opened.append(conn))
+    wave = threading.Barrier(32)
+
+    def requests(_: int) -> None:
+        for _ in range(5):
+            wave.wait()
+            db.query_one("SELECT pg_sleep(0.02)")  # a query that takes a moment
+
+    with ThreadPoolExecutor(32) as pool:  # more at once than the pool holds
+        list(pool.map(requests, range(32)))
+    assert len(opened) <= options.db_pool_size + options.db_max_overflow
     db.dispose()
