@@ -188,6 +188,8 @@ def test_a_write_through_a_read_connection_is_refused_and_leaves_nothing(pg_url)
     with pytest.raises(DBAPIError) as refused, db.read() as conn:
         conn.execute(text("INSERT INTO notes VALUES ('slipped in')"))
     assert refused.value.orig.sqlstate == "25006"  # read-only transaction
+    with pytest.raises(DBAPIError):  # nor through a one-query read
+        db.query_one("INSERT INTO notes VALUES ('slipped in') RETURNING body")
     db.execute("INSERT INTO notes VALUES ('written')")
     with db.engine.begin() as conn:  # the engine's own transactions still write
         conn.execute(text("INSERT INTO notes VALUES ('by the engine')"))
