@@ -67,6 +67,7 @@ class Served:
     def __init__(self, app_dir: Path, db: str, workers: int, label: str = "") -> None:
         self.base = f"http://127.0.0.1:{free_port()}"
         self.label = label
+        self.db = db
         self.postmaster = postmaster(db)
         env = {**os.environ, "RASTRILLO_DEV": "1", "RASTRILLO_ORIGIN": ORIGIN}
         self.proc = subprocess.Popen(
@@ -137,12 +138,22 @@ def postmaster(db: str) -> int | None:
         engine.dispose()
 
 
+def sessions_started(db: str) -> int:
+    """PostgreSQL backends started so far (this query's own included)."""
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        started = conn.execute(text("SELECT sum(sessions) FROM pg_stat_database")).scalar_one()
+    engine.dispose()
+    return int(started)
+
+
 def reads(served: Served, seconds: int) -> float:
     url = served.base + READ_PATH
     subprocess.run([*WRK, "-d1s", url], capture_output=True, check=True)  # warm: pools filled
     workers = children(served.proc.pid) or [served.proc.pid]
     pg = [served.postmaster, *children(served.postmaster)] if served.postmaster else []
     before = {pid: cpu_seconds(pid) for pid in [served.proc.pid, *workers, *pg]}
+    sessions_before = sessions_started(served.db) if pg else 0
     busy_before, started = machine_busy(), time.monotonic()
     wrk = subprocess.Popen([*WRK, f"-d{seconds}s", url], stdout=subprocess.PIPE, text=True)
     wrk_cpu = 0.0
@@ -163,6 +174,9 @@ def reads(served: Served, seconds: int) -> float:
     server = spent(list(dict.fromkeys([served.proc.pid, *workers])))
     shares = "/".join(f"{100 * spent([w]) / elapsed:.0f}%" for w in workers)
     postgres = f", PostgreSQL {spent(pg) * per_request:.2f}" if pg else ""
+    if pg:  # a backend started during the run is a connection the pool closed and reopened
+        opened = sessions_started(served.db) - sessions_before - 1
+        postgres += f" ({opened} PostgreSQL connections opened during the run)"
     print(f"    {served.label}: {rate:.0f} req/s; CPU ms per request: server "
           f"{server * per_request:.2f}{postgres}, wrk {wrk_cpu * per_request:.2f}; "
           f"workers busy {shares}; machine {100 * busy / elapsed:.0f}% of "
