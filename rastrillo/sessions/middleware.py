@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import threads
 from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from ..errors import ConfigError
+from ..options import DEFAULT_SESSION_LIFETIME
 from ..storage import Database
-from .store import DEFAULT_LIFETIME, create_session, delete_session, find_session, is_session_id
+from .store import create_session, delete_session, find_session, is_session_id
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -124,10 +125,12 @@ class SessionMiddleware:
         if not is_session_id(presented):
             state.check(scope)  # no query: a malformed id matches no row
         elif not self.deferred:
-            await run_in_threadpool(state.check, scope)
+            await threads.in_thread(state.check, scope)
         return state
 
-    def cookie_header(self, session_id: str | None, lifetime: timedelta = DEFAULT_LIFETIME) -> str:
+    def cookie_header(
+        self, session_id: str | None, lifetime: timedelta = DEFAULT_SESSION_LIFETIME
+    ) -> str:
         """A Set-Cookie value that issues ``session_id`` for ``lifetime``, or clears it for None."""
         if session_id is None:
             return f"{self.cookie}={self._attributes}; Max-Age=0"
