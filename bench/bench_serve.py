@@ -18,10 +18,10 @@ Served: each app under uvicorn, one worker (asyncio loop, h11), loaded by wrk
 (``-t1``) at 16 and 64 connections with p99 latency, and the server process's CPU
 time per request (from ``/proc``): on a machine shared with other work, requests
 per second follow the share of the cores the server is given, CPU per request
-does not. Rounds alternate the apps, in a rotating order, so noise hits them alike. In-process: the same
-signed-in request, a hand-built ASGI scope, sent straight into each app in one
-process, apps alternating each round; goal: Rastrillo's time per request no more
-than Litestar's or bare Starlette's.
+does not. Rounds alternate the apps, in a rotating order, so noise hits them alike.
+In-process: the same signed-in request, a hand-built ASGI scope, sent straight
+into each app in one process, apps alternating each round; goal: Rastrillo's time
+per request no more than Litestar's or bare Starlette's.
 
 FastAPI and Litestar are bench-only: the bench makes ``bench/.venv-serve`` on
 first run (this checkout installed editable, plus both) and runs itself, every
