@@ -145,8 +145,8 @@ def _refused(server: Server) -> bool:
             c.get("/pid")
     except httpx.ConnectError:
         return True
-    except httpx.RemoteProtocolError:
-        pass  # accepted by a worker an instant before it stopped listening, then closed
+    except (httpx.RemoteProtocolError, httpx.ReadError):
+        pass  # queued on a worker's socket an instant before it closed, then closed or reset
     return False
 
 
