@@ -22,8 +22,10 @@ Then an approved write, ``buy`` (``POST /events/1/buy``, one ticket):
 - (w) raw ASGI write: the same POST, hand-built, with no approval (the floor an
   unguarded in-process write pays).
 
-Rounds alternate the ways so machine noise hits them alike; each round
-reports the median call, and the result is the median of the rounds. Goals: dispatch
+The ways are alternated call by call (paired): each step of a round runs every
+way once, in an order rotating from step to step, so noise from elsewhere on
+the machine hits all of them alike instead of one way's whole round. Each round
+reports each way's median call, and the result is the median of the rounds. Goals: dispatch
 <= 1.0 x (a) and <= 0.6 x (b); approved write <= 1.0 x an unguarded write, the whole
 cycle <= 1.5 x it.
 
@@ -71,27 +73,35 @@ WRITE_PATH = "/events/1/buy"
 WRITE_ARGS = {"id": "1", "quantity": 1}
 
 
-async def timed(calls: int, one: Callable[[], Awaitable[object]]) -> float:
-    """Median microseconds of ``calls`` sequential calls (robust to a noisy machine)."""
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        await one()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+Way = tuple[Callable[[], Awaitable[object]], Callable[[object], Awaitable[object]]]
+"""An untimed setup, and the timed call given what the setup made."""
 
 
-async def timed_after(
-    calls: int, setup: Callable[[], Awaitable[object]], one: Callable[[object], Awaitable[object]]
-) -> float:
-    """:func:`timed`, each call given what an untimed ``setup`` made for it."""
-    times = []
-    for _ in range(calls):
-        made = await setup()
-        start = time.perf_counter()
-        await one(made)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+async def paired(calls: int, ways: dict[str, Way]) -> dict[str, float]:
+    """Median microseconds per call of each way, the ways alternated call by call.
+
+    Each of ``calls`` steps runs every way once, in an order that rotates from step
+    to step, so a burst of load from elsewhere on the machine hits every way alike
+    rather than one way's whole round. Each way is ``(setup, one)``: ``setup`` runs
+    untimed and what it makes is given to the timed ``one``.
+    """
+    names = list(ways)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for step in range(calls):
+        for name in names[step % len(names) :] + names[: step % len(names)]:
+            setup, one = ways[name]
+            made = await setup()
+            start = time.perf_counter()
+            await one(made)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
+
+
+def _ignoring(one: Callable[[], Awaitable[object]]) -> Callable[[object], Awaitable[object]]:
+    async def call(_: object) -> object:
+        return await one()
+
+    return call
 
 
 def report(title: str, times: dict[str, list[float]]) -> dict[str, float]:
@@ -129,9 +139,7 @@ async def main(calls: int, rounds: int) -> None:
             assert result.status == 200, result.text
             return result
 
-        async def asgi(
-            method: str, path: str, query: bytes, body: bytes, headers: list
-        ) -> bytes:
+        async def asgi(method: str, path: str, query: bytes, body: bytes, headers: list) -> bytes:
             scope = {
                 "type": "http",
                 "asgi": {"version": "3.0"},
@@ -181,15 +189,19 @@ async def main(calls: int, rounds: int) -> None:
             assert response.status_code == 200
             return response
 
-        ways = {"dispatch": by_dispatch, "(a) raw ASGI": raw, "(b) httpx ASGITransport": by_httpx}
-        answers = {name: await one() for name, one in ways.items()}
+        reads = {"dispatch": by_dispatch, "(a) raw ASGI": raw, "(b) httpx ASGITransport": by_httpx}
+        answers = {name: await one() for name, one in reads.items()}
         assert answers["dispatch"].body == answers["(a) raw ASGI"]  # type: ignore[attr-defined]
-        for one in ways.values():  # warm up
-            await timed(50, one)
+
+        async def nothing() -> None:
+            return None
+
+        ways = {name: (nothing, _ignoring(one)) for name, one in reads.items()}
+        await paired(50, ways)  # warm up
         times: dict[str, list[float]] = {name: [] for name in ways}
         for _ in range(rounds):
-            for name, one in ways.items():
-                times[name].append(await timed(calls, one))
+            for name, median in (await paired(calls, ways)).items():
+                times[name].append(median)
         await client.aclose()
         title = f"{TOOL} ({PATH}?{QUERY.decode()}), {calls} calls x {rounds} rounds, µs per call:"
         report(title, times)
@@ -225,9 +237,6 @@ async def main(calls: int, rounds: int) -> None:
         async def cycle(_: object) -> object:
             return await run_approved(await approved())
 
-        async def nothing() -> None:
-            return None
-
         async def raw_write(_: object) -> object:
             return await asgi("POST", WRITE_PATH, b"", form, form_headers)
 
@@ -237,12 +246,11 @@ async def main(calls: int, rounds: int) -> None:
             "(w) raw ASGI write": (nothing, raw_write),
         }
         write_calls = max(calls // 5, 20)
-        for setup, one in writes.values():  # warm up
-            await timed_after(20, setup, one)
+        await paired(20, writes)  # warm up
         wtimes: dict[str, list[float]] = {name: [] for name in writes}
         for _ in range(rounds):
-            for name, (setup, one) in writes.items():
-                wtimes[name].append(await timed_after(write_calls, setup, one))
+            for name, median in (await paired(write_calls, writes)).items():
+                wtimes[name].append(median)
         title = f"{WRITE} ({WRITE_PATH}), {write_calls} calls x {rounds} rounds, µs per call:"
         report(title, wtimes)
         ratio(wtimes, "approved write", "(w) raw ASGI write", "<= 1.0 x an unguarded write")
