@@ -130,7 +130,7 @@ async def main(calls: int, rounds: int) -> None:
         app = handler(dataclasses.replace(options, db=str(tmp / "bench.db")))
         session = create_session(app.db, "1")
         agent = Actor.agent("bench")
-        marker = ToolCallMarker(Actor(human=False, name="bench", user_id="1"), "bench")
+        marker = ToolCallMarker(Actor(human=False, name="bench", user_id="1"))
         cookie = f"{cookie_name(app.origin)}={session}".encode()
         call = Call(tool=TOOL, args=ARGS, actor=agent, session=session)
 

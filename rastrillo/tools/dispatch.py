@@ -119,7 +119,7 @@ class Result:
         return json.loads(self.body)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallMarker:
     """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
 
@@ -130,14 +130,16 @@ class ToolCallMarker:
     """
 
     actor: Actor
-    call_id: str
-    approval: Approval | None = None
     session: Session | None = None
     """The call's session as the dispatcher found it (a write's), so the session
     middleware need not look it up again; None, and it looks it up as for a browser."""
     route: str | None = None
     """The tool's route path (``/notes/{id}``): the router matches the request
     against it alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    args: Mapping[str, ArgValue | None] | None = None
+    """Every declared arg's canonical value as dispatch checked it (None for an
+    optional one left out): ``ctx.args`` of the request, which it then need not
+    parse again from the query or form that carries the same values."""
 
 
 async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
@@ -162,9 +164,11 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     status: int | None = None
     refusal: str | None = None
     refusal_kind: str | None = None
+    agent: str | None = None
     try:
         defn, values = _check_args(defs, call)
         _check_agent(call)
+        agent = call.actor.name
         if defn.access is Access.WRITE:
             approval_id = call.approval
         session = None
@@ -181,8 +185,12 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             assert user_id is not None
             approval = await run_in_threadpool(_consent, app, defn, call, values, texts, user_id)
             approval_path = consent.approval_path(approval.id)
-        actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
-        marker = ToolCallMarker(actor, call_id, approval, session, defn.path)
+        actor = call.actor
+        if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
+            actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+        marker = ToolCallMarker(
+            actor, session, defn.path, {name: values.get(name) for name in defn.args}
+        )
         result, resolved_user = await _run(app, defn, texts, call.session, marker)
         if session is None:
             user_id = resolved_user
@@ -204,14 +212,14 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             tool=call.tool,
             actor=str(call.actor) if isinstance(call.actor, Actor) else call.actor,
             user_id=user_id,
-            args=call.args if isinstance(call.args, Mapping) else {},
+            args=call.args if type(call.args) is dict or isinstance(call.args, Mapping) else {},
             approval=approval,
             approval_id=approval_id,
             status=status,
             refusal=refusal,
             client=call.client if isinstance(call.client, str) else None,
             duration_ms=(time.perf_counter() - started) * 1000,
-            agent=_agent_name(call.actor),
+            agent=agent if agent is not None else _agent_name(call.actor),
             approval_path=approval_path,
             refusal_kind=refusal_kind,
         )
@@ -363,6 +371,36 @@ def _consent(
     )
 
 
+@dataclass(frozen=True)
+class _Origin:
+    """What every request to one origin shares: worked out once per origin, not per call."""
+
+    scheme: str
+    server: tuple[str | None, int]
+    host: tuple[bytes, bytes]
+    cookie: str
+    """The session cookie's name and ``=``."""
+
+
+@functools.lru_cache(maxsize=64)
+def _origin(origin: str) -> _Origin:
+    parts = urlsplit(origin)
+    return _Origin(
+        scheme=parts.scheme,
+        server=(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
+        host=(b"host", parts.netloc.encode("idna")),
+        cookie=cookie_name(origin) + "=",
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_params(path: str) -> frozenset[str]:
+    return frozenset(path_params(path))
+
+
+_FORM_HEADER = (b"content-type", b"application/x-www-form-urlencoded")
+
+
 async def _run(
     app: Target,
     defn: ToolDef,
@@ -372,22 +410,22 @@ async def _run(
 ) -> tuple[Result, str | None]:
     """Send one request, the args as their wire texts, through ``app``; its response, and
     the user its session was."""
-    params = set(path_params(defn.path))
-    raw_path = fill_path(defn.path, texts)
+    params = _path_params(defn.path)
+    raw_path = fill_path(defn.path, texts) if params else defn.path
     rest = "&".join(
         f"{_form_quote(k)}={_form_quote(v)}" for k, v in sorted(texts.items()) if k not in params
     ).encode()
-    origin = urlsplit(app.origin)
-    headers = [(b"host", origin.netloc.encode("idna"))]
+    origin = _origin(app.origin)
+    headers = [origin.host]
     if session is not None:
-        headers.append((b"cookie", f"{cookie_name(app.origin)}={session}".encode()))
+        headers.append((b"cookie", (origin.cookie + session).encode()))
     body = b""
     query = b""
     if defn.method in ("GET", "HEAD"):
         query = rest
     else:
         body = rest
-        headers.append((b"content-type", b"application/x-www-form-urlencoded"))
+        headers.append(_FORM_HEADER)
         headers.append((b"content-length", str(len(body)).encode()))
     scope = {
         "type": "http",
@@ -401,28 +439,40 @@ async def _run(
         "query_string": query,
         "headers": headers,
         "client": None,
-        "server": (origin.hostname, origin.port or (443 if origin.scheme == "https" else 80)),
+        "server": origin.server,
         "extensions": {},
         TOOL_CALL_SCOPE_KEY: marker,
     }
-    result = await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+    result = await _call_asgi(app, scope, body, defn)
     return result, scope.get(USER_SCOPE_KEY)
 
 
-async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str) -> Result:
+async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, defn: ToolDef) -> Result:
     status = 500
     raw_headers: list[tuple[bytes, bytes]] = []
     chunks: list[bytes] = []
     sent = False
-    finished = anyio.Event()
+    finished = False
+    # Made only if the app waits for the disconnect before its response ends (a
+    # streaming response listens for it); most never do.
+    ended: anyio.Event | None = None
 
     async def receive() -> Message:
-        nonlocal sent
+        nonlocal sent, ended
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await finished.wait()
+        if not finished:
+            if ended is None:
+                ended = anyio.Event()
+            await ended.wait()
         return {"type": "http.disconnect"}
+
+    def finish() -> None:
+        nonlocal finished
+        finished = True
+        if ended is not None:
+            ended.set()
 
     async def send(message: Message) -> None:
         nonlocal status, raw_headers
@@ -432,15 +482,15 @@ async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str)
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
-                finished.set()
+                finish()
 
     try:
         await app(scope, receive, send)
     except Exception:
-        log.exception("tool call %s raised", what)
+        log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
     finally:
-        finished.set()
+        finish()
     return Result(status, Headers(raw=raw_headers), b"".join(chunks))
 
 
