@@ -370,10 +370,16 @@ class App:
         form: dict[str, str],
         tool: ToolDef | None,
     ) -> Any:
-        """A sync ``handle``, in a worker thread: the session's row checked first, there."""
+        """A sync ``handle``, in a worker thread: the session's row checked first, there,
+        and a dispatched write's audit row written after it (``ToolCallMarker.handled``)."""
         if pending is not None:
             pending.check(request.scope)
-        return route.handle(Context(self, request, params, form, tool))
+        response = route.handle(Context(self, request, params, form, tool))
+        if self.options.wrap is None:  # nothing of the app's between: this is the response
+            handled = getattr(request.scope.get(TOOL_CALL_SCOPE_KEY), "handled", None)
+            if handled is not None:
+                handled(response)
+        return response
 
 
 def _has_form(request: Request) -> bool:

@@ -22,7 +22,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -31,6 +31,7 @@ from urllib.parse import quote_plus, unquote, urlsplit
 import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from rastrillo.actor import Actor, Approval
@@ -140,6 +141,11 @@ class ToolCallMarker:
     """Every declared arg's canonical value as dispatch checked it (None for an
     optional one left out): ``ctx.args`` of the request, which it then need not
     parse again from the query or form that carries the same values."""
+    handled: Callable[[object], None] | None = None
+    """For an approved write: called with what a sync ``handle`` returned, in the
+    worker thread that ran it, when nothing of the app's stands between the router and
+    the response (no ``Options.wrap``). It writes the call's audit row there, so the
+    row costs no thread hop of its own."""
 
 
 async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
@@ -165,48 +171,10 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     refusal: str | None = None
     refusal_kind: str | None = None
     agent: str | None = None
-    try:
-        defn, values = _check_args(defs, call)
-        _check_agent(call)
-        agent = call.actor.name
-        if defn.access is Access.WRITE:
-            approval_id = call.approval
-        session = None
-        if call.session is not None and (
-            defn.access is Access.WRITE or call.actor.user_id is not None
-        ):
-            # Needed before the app runs: a write's user approves it, a claimed user is
-            # checked. A read's session is looked up by the session middleware, as a
-            # browser's is, in the one worker-thread hop a request has for it.
-            session = await run_in_threadpool(find_session, app.db, call.session)
-        user_id = _check_user(defn, call, session)
-        texts = {name: wire(value) for name, value in values.items()}
-        if defn.access is Access.WRITE:
-            assert user_id is not None
-            approval = await run_in_threadpool(_consent, app, defn, call, values, texts, user_id)
-            approval_path = consent.approval_path(approval.id)
-        actor = call.actor
-        if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
-            actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
-        marker = ToolCallMarker(
-            actor, session, defn.path, {name: values.get(name) for name in defn.args}
-        )
-        result, resolved_user = await _run(app, defn, texts, call.session, marker)
-        if session is None:
-            user_id = resolved_user
-        status = result.status
-        return result
-    except ConfirmRequired as exc:
-        refusal, refusal_kind = exc.audit_note, type(exc).__name__
-        approval_id = exc.approval_id
-        approval_path = consent.approval_path(exc.approval_id)
-        raise
-    except ToolError as exc:
-        refusal, refusal_kind = exc.audit_note, type(exc).__name__
-        raise
-    finally:
-        record = functools.partial(
-            audit.append,
+    recorded = False  # the approved write's row, written in the thread that ran handle
+
+    def record(durable: bool = False) -> None:
+        audit.append(
             app.db,
             call_id=call_id,
             tool=call.tool,
@@ -222,11 +190,73 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             agent=agent if agent is not None else _agent_name(call.actor),
             approval_path=approval_path,
             refusal_kind=refusal_kind,
+            durable=durable,
         )
+
+    def handled(response: object) -> None:
+        """In the worker thread that ran a sync ``handle``, with what it returned: the
+        approved write's audit row, on disk before the response leaves that thread."""
+        nonlocal status, recorded
+        status = response.status_code if isinstance(response, Response) else 500
+        try:
+            record(durable=True)
+        except Exception:
+            log.exception("audit row of %s not written after handle; writing it again", call_id)
+        else:
+            recorded = True
+
+    try:
+        defn, values = _check_args(defs, call)
+        _check_agent(call)
+        agent = call.actor.name
+        texts = {name: wire(value) for name, value in values.items()}
+        session = None
+        if defn.access is Access.WRITE:
+            approval_id = call.approval
+            # Needed before the app runs, both in one worker-thread hop: the user whose
+            # session the call carries approves it, and the approval is used once.
+            write = _Write(app, defn, call, values, texts)
+            try:
+                await run_in_threadpool(write.check)
+            finally:
+                session, user_id, approval = write.session, write.user_id, write.approval
+            assert approval is not None
+            approval_path = consent.approval_path(approval.id)
+        else:
+            if call.session is not None and call.actor.user_id is not None:
+                # A claimed user is checked before the app runs. Otherwise a read's
+                # session is looked up by the session middleware, as a browser's is, in
+                # the one worker-thread hop a request has for it.
+                session = await run_in_threadpool(find_session, app.db, call.session)
+            user_id = _check_user(defn, call, session)
+        actor = call.actor
+        if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
+            actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+        marker = ToolCallMarker(
+            actor,
+            session,
+            defn.path,
+            {name: values.get(name) for name in defn.args},
+            handled if approval is not None else None,
+        )
+        result, resolved_user = await _run(app, defn, texts, call.session, marker)
+        if session is None:
+            user_id = resolved_user
+        status = result.status
+        return result
+    except ConfirmRequired as exc:
+        refusal, refusal_kind = exc.audit_note, type(exc).__name__
+        approval_id = exc.approval_id
+        approval_path = consent.approval_path(exc.approval_id)
+        raise
+    except ToolError as exc:
+        refusal, refusal_kind = exc.audit_note, type(exc).__name__
+        raise
+    finally:
         if approval is None:
             record()  # queued for the background writer
-        else:  # an approved write ran: on disk before we return
-            await run_in_threadpool(record, durable=True)
+        elif not recorded:  # an approved write ran (an async handle, or it raised)
+            await run_in_threadpool(record, True)  # on disk before we return
 
 
 def _agent_name(actor: object) -> str | None:
@@ -326,49 +356,70 @@ def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
     return user_id
 
 
-def _consent(
-    app: Target,
-    defn: ToolDef,
-    call: Call,
-    values: Mapping[str, ArgValue],
-    texts: Mapping[str, str],
-    user_id: str,
-) -> Approval:
-    """Step 5: a write needs the user's approval of this exact call, used once.
+class _Write:
+    """Steps 4 and 5 for a write, run in one worker thread: its user, then its approval.
 
-    The sentence shows the values as they go on the wire, and the approval
-    binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
-    ``call.approval``, the identical call's own approval counts: an approved one
-    is used, a pending one is named again; else a new one is asked.
+    What it found stays on it when it refuses, for the audit row.
     """
-    sentence = confirm_sentence(defn, texts)
-    actor = str(call.actor)
-    if call.approval is None:
-        found = consent.redeem_identical(
-            app.db, tool=defn.id, args=values, actor=actor, user_id=user_id, sentence=sentence
-        )
-        if isinstance(found, Approval):
-            return found
-        record = found or consent.request_approval(
+
+    def __init__(
+        self,
+        app: Target,
+        defn: ToolDef,
+        call: Call,
+        values: Mapping[str, ArgValue],
+        texts: Mapping[str, str],
+    ) -> None:
+        self.app, self.defn, self.call, self.values, self.texts = app, defn, call, values, texts
+        self.session: Session | None = None
+        self.user_id: str | None = None
+        self.approval: Approval | None = None
+
+    def check(self) -> None:
+        call = self.call
+        if call.session is not None:
+            self.session = find_session(self.app.db, call.session)
+        self.user_id = _check_user(self.defn, call, self.session)
+        self.approval = self._consent(self.user_id)
+
+    def _consent(self, user_id: str | None) -> Approval:
+        """Step 5: a write needs the user's approval of this exact call, used once.
+
+        The sentence shows the values as they go on the wire, and the approval
+        binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
+        ``call.approval``, the identical call's own approval counts: an approved one
+        is used, a pending one is named again; else a new one is asked.
+        """
+        assert user_id is not None  # _check_user refuses a write without one
+        app, defn, call, values = self.app, self.defn, self.call, self.values
+        sentence = confirm_sentence(defn, self.texts)
+        actor = str(call.actor)
+        if call.approval is None:
+            found = consent.redeem_identical(
+                app.db, tool=defn.id, args=values, actor=actor, user_id=user_id, sentence=sentence
+            )
+            if isinstance(found, Approval):
+                return found
+            record = found or consent.request_approval(
+                app.db,
+                tool=defn.id,
+                args=values,
+                sentence=sentence,
+                actor=actor,
+                user_id=user_id,
+                ttl=app.approval_ttl,
+                agent=call.actor.name,
+            )
+            raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
+        return consent.redeem(
             app.db,
+            call.approval if isinstance(call.approval, str) else "",
             tool=defn.id,
             args=values,
-            sentence=sentence,
             actor=actor,
             user_id=user_id,
-            ttl=app.approval_ttl,
-            agent=call.actor.name,
+            sentence=sentence,
         )
-        raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
-    return consent.redeem(
-        app.db,
-        call.approval if isinstance(call.approval, str) else "",
-        tool=defn.id,
-        args=values,
-        actor=actor,
-        user_id=user_id,
-        sentence=sentence,
-    )
 
 
 @dataclass(frozen=True)
