@@ -239,6 +239,11 @@ class App:
         """How long an agent's proposed write waits for approval (``Options.approval_ttl``)."""
         return self.options.approval_ttl
 
+    @property
+    def tools(self) -> Sequence[ToolDef]:
+        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks."""
+        return self.options.tools
+
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""
         with self._start_lock:

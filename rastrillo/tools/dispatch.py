@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 from urllib.parse import quote_plus, unquote, urlsplit
 
 import anyio
@@ -60,7 +60,8 @@ log = logging.getLogger("rastrillo.tools")
 
 
 class Target(Protocol):
-    """What dispatch needs of the app: an ASGI app with its database, origin and approval TTL.
+    """What dispatch needs of the app: an ASGI app with its database, origin, approval TTL
+    and registry.
 
     ``rastrillo.handler(options)`` returns one.
     """
@@ -68,6 +69,8 @@ class Target(Protocol):
     db: Database
     origin: str
     approval_ttl: timedelta
+    tools: Sequence[ToolDef]
+    """The registry ``dispatch(app, call)`` checks a call against."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
@@ -148,8 +151,18 @@ class ToolCallMarker:
     row costs no thread hop of its own."""
 
 
-async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
-    """Check ``call`` against the registry ``defs`` and consent, then run it through ``app``.
+@overload
+async def dispatch(app: Target, call: Call, /) -> Result: ...
+@overload
+async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result: ...
+async def dispatch(
+    app: Target, defs: Sequence[ToolDef] | Call | None = None, call: Call | None = None
+) -> Result:
+    """Check ``call`` against the registry and consent, then run it through ``app``.
+
+    ``dispatch(app, call)`` checks it against the app's own registry
+    (``app.tools``, the ``Options.tools`` it was built with);
+    ``dispatch(app, defs, call)`` against the registry ``defs``.
 
     Raises a :class:`ToolError` for a refused call, whatever the call holds,
     the handler never reached: :class:`UnknownTool`, :class:`UnknownArg`,
@@ -161,6 +174,7 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     worker thread, never on the event loop; the audit row of an approved
     write is committed before this returns.
     """
+    defs, call = _registry_and_call(app, defs, call)
     started = time.perf_counter()
     call_id = call.call_id or f"{_RUN}-{next(_SEQUENCE)}"
     user_id: str | None = None
@@ -259,11 +273,28 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
             await run_in_threadpool(record, True)  # on disk before we return
 
 
+def _registry_and_call(
+    app: Target, defs: Sequence[ToolDef] | Call | None, call: Call | None
+) -> tuple[Sequence[ToolDef], Call]:
+    """``(app, call)`` or ``(app, defs, call)``, as :func:`dispatch` is given them."""
+    if call is None and isinstance(defs, Call):
+        defs, call = None, defs
+    if not isinstance(call, Call) or isinstance(defs, Call):
+        raise TypeError("dispatch(app, call) or dispatch(app, defs, call): call is a tools.Call")
+    return (app.tools if defs is None else defs), call
+
+
 def _agent_name(actor: object) -> str | None:
     return actor.name if isinstance(actor, Actor) and actor.is_named_agent else None
 
 
-def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
+@overload
+def dispatch_sync(app: Target, call: Call, /) -> Result: ...
+@overload
+def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result: ...
+def dispatch_sync(
+    app: Target, defs: Sequence[ToolDef] | Call | None = None, call: Call | None = None
+) -> Result:
     """:func:`dispatch` for sync code: a script, a sync test, a sync ``handle``.
 
     It runs the call on a new event loop in the calling thread. Inside a
@@ -276,6 +307,7 @@ def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
         pass  # no loop in this thread: the normal case
     else:
         raise RuntimeError("dispatch_sync() inside a running event loop: await dispatch() instead")
+    defs, call = _registry_and_call(app, defs, call)
     return anyio.run(dispatch, app, defs, call)
 
 

@@ -397,3 +397,19 @@ def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
     asyncio.run(main())
     holder.join()
     assert released_by_the_loop == [True]
+
+
+def test_dispatch_takes_the_registry_from_the_app_or_as_given(tmp_path):
+    f = build(tmp_path)
+    assert f.app.tools is f.app.options.tools
+    order = Call(tool="orders_id_get", args={"id": "7"}, actor=AGENT)
+    assert dispatch_sync(f.app, order).text == "order 7"
+    assert dispatch_sync(f.app, f.defs, order).text == "order 7"
+    assert dispatch_sync(f.app, call=order).text == "order 7"
+    assert asyncio.run(dispatch(f.app, order)).text == "order 7"
+    # The registry given is the one checked, not the app's.
+    with pytest.raises(UnknownTool):
+        dispatch_sync(f.app, [], order)
+    with pytest.raises(TypeError, match="dispatch\\(app, call\\)"):
+        dispatch_sync(f.app, f.defs)  # type: ignore[call-overload]
+    assert len(f.ran("order")) == 3 + 1
