@@ -8,7 +8,8 @@ same read: an item as JSON, by id.
   app's middleware and the audit log, as every MCP call does.
 - fastapi-mcp 0.4 on an equivalent FastAPI app (``GET /items/{id}``), mounted
   with ``mount_http()``. It needs ``mcp`` 1.x, so it runs from its own venv
-  (``bench/.venv-fastapi-mcp``, made on first run), never the framework's.
+  (``bench/.venv-fastapi-mcp``, made on first run by ``peer_venv.py``), never the
+  framework's.
 - The same Rastrillo route fetched with a plain HTTP GET (httpx, keep-alive).
 
 Both MCP servers are called with the official Python client (the framework's
@@ -37,9 +38,8 @@ import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from peer_venv import peer_python
 
-HERE = Path(__file__).resolve().parent
-VENV = HERE / ".venv-fastapi-mcp"
 ITEMS = {str(i): {"id": str(i), "name": f"item {i}", "price": i * 3} for i in range(1, 101)}
 
 ACTION = '''\
@@ -95,21 +95,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def fastapi_mcp_python() -> Path:
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = subprocess.run(
-        [str(python), "-c", "import fastapi_mcp, importlib.metadata as m; "
-         "assert m.version('mcp').startswith('1.')"],
-        capture_output=True,
-    )
-    if probe.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "fastapi-mcp==0.4.0",
-                        "mcp>=1.10,<2", "uvicorn>=0.30,<1"], check=True)
-    return python
-
-
 def wait_up(url: str, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -157,7 +142,7 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     script = root / "fastapi_app.py"
     script.write_text(FASTAPI.format(items=ITEMS))
     # fastapi-mcp's mcp 1.x logs a ClosedResourceError trace at every session close.
-    process = subprocess.Popen([str(fastapi_mcp_python()), str(script), str(port)],
+    process = subprocess.Popen([str(peer_python()), str(script), str(port)],
                                stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_up(base + "/docs", process)
