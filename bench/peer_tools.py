@@ -4,8 +4,8 @@ Run by ``bench_dispatch.py`` with the Python of the bench-only venv that
 ``peer_venv.py`` makes (fastapi-mcp 0.4 needs ``mcp`` 1.x, the framework has 2.x),
 never imported by the framework. Both peers serve the tickets demo's
 ``orders_get`` (user 1's paid orders, newest first, with the event's name) and
-``events_id_buy_post`` (hold one ticket of event 1: the same UPDATE and INSERT in
-one transaction, then the order read back), as JSON, on a copy of the bench's
+``events_id_buy_post`` (read event 1, hold one ticket of it with the same UPDATE
+and INSERT in one transaction, then read the order back), as JSON, on a copy of the bench's
 own SQLite database, through SQLAlchemy Core with the same SQL and the same
 connection settings. Neither peer checks a session or an approval: these are
 unguarded calls.
@@ -49,6 +49,7 @@ ORDER = (
     " FROM orders JOIN events ON events.id = orders.event_id"
     " WHERE orders.id = :id AND orders.user_id = :user"
 )
+EVENT = "SELECT * FROM events WHERE id = :id"
 TAKE = "UPDATE events SET tickets_left = tickets_left - :n WHERE id = :id AND tickets_left >= :n"
 INSERT = (
     "INSERT INTO orders (user_id, event_id, quantity, status, created_at, hold_expires_at)"
@@ -92,6 +93,9 @@ def main() -> None:
         return {"orders": [dict(r._mapping) for r in rows]}
 
     def buy(event_id: int, quantity: int) -> dict[str, Any]:
+        with engine.connect() as conn:  # the demo's handler reads the event first
+            if conn.execute(text(EVENT), {"id": event_id}).first() is None:
+                raise LookupError("no such event")
         created = datetime.now(UTC)
         with engine.begin() as conn:
             if not conn.execute(text(TAKE), {"n": quantity, "id": event_id}).rowcount:
