@@ -23,7 +23,7 @@ Then an approved write, ``buy`` (``POST /events/1/buy``, one ticket):
   unguarded in-process write pays).
 
 And the peers, unguarded (no session, no approval), in-process, on a copy of the
-same database, run by ``peer_tools.py`` in the bench-only venv ``peer_venv.py``
+same database, run by ``peer_tools.py`` in the bench-only venv ``venvs.py``
 makes (fastapi-mcp 0.4 needs ``mcp`` 1.x):
 
 - fastapi-mcp read and write: the same SQL behind FastAPI endpoints, each call
@@ -59,7 +59,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
-from peer_venv import peer_python
+from venvs import fastapi_mcp_python
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKETS = ROOT / "examples" / "tickets"
@@ -121,7 +121,7 @@ def _ignoring(one: Callable[[], Awaitable[object]]) -> Callable[[object], Awaita
 
 class Peer:
     """fastapi-mcp and FastMCP calling the same read and write in-process, in their own
-    venv (``peer_venv.py``) and process (``peer_tools.py``), on a copy of our database."""
+    venv (``venvs.py``) and process (``peer_tools.py``), on a copy of our database."""
 
     def __init__(self, tmp: Path, db: Database, calls: int) -> None:
         """``calls``: how many calls of each way a chunk makes."""
@@ -131,7 +131,7 @@ class Peer:
             ours.backup(theirs)
         self.process = subprocess.Popen(
             [
-                str(peer_python()),
+                str(fastapi_mcp_python()),
                 str(Path(__file__).with_name("peer_tools.py")),
                 str(copy),
                 str(calls),

@@ -8,8 +8,7 @@ same read: an item as JSON, by id.
   app's middleware and the audit log, as every MCP call does.
 - fastapi-mcp 0.4 on an equivalent FastAPI app (``GET /items/{id}``), mounted
   with ``mount_http()``. It needs ``mcp`` 1.x, so it runs from its own venv
-  (``bench/.venv-fastapi-mcp``, made on first run by ``peer_venv.py``), never the
-  framework's.
+  (``bench/.venv-fastapi-mcp``, made on first run), never the framework's.
 - The same Rastrillo route fetched with a plain HTTP GET (httpx, keep-alive).
 
 Both MCP servers are called with the official Python client (the framework's
@@ -38,7 +37,7 @@ import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from peer_venv import peer_python
+from venvs import fastapi_mcp_python
 
 ITEMS = {str(i): {"id": str(i), "name": f"item {i}", "price": i * 3} for i in range(1, 101)}
 
@@ -142,7 +141,7 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     script = root / "fastapi_app.py"
     script.write_text(FASTAPI.format(items=ITEMS))
     # fastapi-mcp's mcp 1.x logs a ClosedResourceError trace at every session close.
-    process = subprocess.Popen([str(peer_python()), str(script), str(port)],
+    process = subprocess.Popen([str(fastapi_mcp_python()), str(script), str(port)],
                                stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_up(base + "/docs", process)

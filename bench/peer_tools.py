@@ -1,7 +1,7 @@
 """The peers' side of bench_dispatch.py: its read and write as fastapi-mcp and FastMCP tools.
 
 Run by ``bench_dispatch.py`` with the Python of the bench-only venv that
-``peer_venv.py`` makes (fastapi-mcp 0.4 needs ``mcp`` 1.x, the framework has 2.x),
+``venvs.py`` makes (fastapi-mcp 0.4 needs ``mcp`` 1.x, the framework has 2.x),
 never imported by the framework. Both peers serve the tickets demo's
 ``orders_get`` (user 1's paid orders, newest first, with the event's name) and
 ``events_id_buy_post`` (read event 1, hold one ticket of it with the same UPDATE
