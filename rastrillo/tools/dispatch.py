@@ -29,11 +29,11 @@ from typing import Any, Protocol, overload
 from urllib.parse import quote_plus, unquote, urlsplit
 
 import anyio
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from rastrillo import threads
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
@@ -231,7 +231,7 @@ async def dispatch(
             # session the call carries approves it, and the approval is used once.
             write = _Write(app, defn, call, values, texts)
             try:
-                await run_in_threadpool(write.check)
+                await threads.in_thread(write.check)
             finally:
                 session, user_id, approval = write.session, write.user_id, write.approval
             assert approval is not None
@@ -241,7 +241,7 @@ async def dispatch(
                 # A claimed user is checked before the app runs. Otherwise a read's
                 # session is looked up by the session middleware, as a browser's is, in
                 # the one worker-thread hop a request has for it.
-                session = await run_in_threadpool(find_session, app.db, call.session)
+                session = await threads.in_thread(find_session, app.db, call.session)
             user_id = _check_user(defn, call, session)
         actor = call.actor
         if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
@@ -270,7 +270,7 @@ async def dispatch(
         if approval is None:
             record()  # queued for the background writer
         elif not recorded:  # an approved write ran (an async handle, or it raised)
-            await run_in_threadpool(record, True)  # on disk before we return
+            await threads.in_thread(record, True)  # on disk before we return
 
 
 def _registry_and_call(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import rastrillo
-from rastrillo import storage
+from rastrillo import storage, threads
 from rastrillo.cli.main import main
 from rastrillo.loader import load_options
 from rastrillo.testing import TestApp
@@ -174,14 +174,17 @@ def test_an_approved_write_makes_two_thread_hops_its_row_written_in_the_handles(
 
     approved = _approved_cancel(f, f.session("3"), "hops-1")
     hops: list[str] = []
-    real = anyio.to_thread.run_sync
 
-    async def counting(func, *args, **kwargs):
-        named = func.func if isinstance(func, functools.partial) else func
-        hops.append(named.__name__)
-        return await real(func, *args, **kwargs)
+    def counting(real):
+        async def counted(func, *args, **kwargs):
+            named = func.func if isinstance(func, functools.partial) else func
+            hops.append(named.__name__)
+            return await real(func, *args, **kwargs)
 
-    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+        return counted
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting(anyio.to_thread.run_sync))
+    monkeypatch.setattr(threads, "in_thread", counting(threads.in_thread))
     assert run(f.app, f.defs, approved).status == 303
     assert hops == ["check", "_checked_handle"]
     assert _on_disk(f, "hops-1") == [(303, "3")]
