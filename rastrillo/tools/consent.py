@@ -170,7 +170,10 @@ _DECIDE = (
     .values(
         status=bindparam("decision"), decided_by=bindparam("user"), decided_at=bindparam("now")
     )
+    .returning(*approvals_table.c)
 )
+"""A decision, built once: the user's own pending, unexpired approval decided; it returns
+the row as decided."""
 _SAME_CALL = (
     approvals_table.c.digest == bindparam("wanted"),
     approvals_table.c.user_id == bindparam("user"),
@@ -242,14 +245,14 @@ def decide(
         "decision": "approved" if approve else "declined",
     }
     with db.write() as conn:
-        done = conn.execute(_DECIDE, decision).rowcount
+        decided = conn.execute(_DECIDE, decision).first()
+    if decided is not None:
+        return _record(decided._mapping)
     record = get(db, approval_id)
     if record is None or user_id is None or record.user_id != user_id:
         raise ApprovalInvalid(approval_id, "unknown")
-    if not done:
-        state = record.state(now)
-        raise ApprovalInvalid(approval_id, "expired" if state == "expired" else "decided")
-    return record
+    state = record.state(now)
+    raise ApprovalInvalid(approval_id, "expired" if state == "expired" else "decided")
 
 
 def redeem(
