@@ -51,8 +51,7 @@ from mcp.server.request_state import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl, ConfigDict
-from sqlalchemy import Column, String, Table, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Column, String, Table, false, select
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -65,7 +64,7 @@ from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.errors import ApprovalInvalid, BadActor, ConfirmRequired, ToolError
 from rastrillo.registry.schemas import schemas
 from rastrillo.sessions.store import create_session
-from rastrillo.storage import METADATA, Database
+from rastrillo.storage import METADATA, Database, upsert
 from rastrillo.tools import consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
 
@@ -359,13 +358,10 @@ def state_key(db: Database) -> bytes:
     with db.read() as conn:
         key = conn.execute(find).scalar()
     if key is None:
-        try:
-            with db.write() as conn:
-                made = secrets.token_hex(32)
-                conn.execute(keys_table.insert().values(name=_STATE_KEY, value=made))
-        except IntegrityError:
-            pass  # another process made it first
-        with db.read() as conn:
+        with db.write() as conn:
+            # Never overwrite: a process that made the key first keeps it.
+            made = {"name": _STATE_KEY, "value": secrets.token_hex(32)}
+            upsert(conn, keys_table, made, key=["name"], where=false())
             key = conn.execute(find).scalar_one()
     return bytes.fromhex(key)
 
