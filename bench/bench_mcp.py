@@ -1,6 +1,6 @@
 """One read tool call over MCP: Rastrillo's /mcp against fastapi-mcp, and against a plain GET.
 
-Three servers under uvicorn on loopback, each in its own process, serving the
+Four servers under uvicorn on loopback, each in its own process, serving the
 same read: an item as JSON, by id.
 
 - Rastrillo: an app folder with ``items/[id].GET.py`` (a read tool) and
@@ -9,12 +9,24 @@ same read: an item as JSON, by id.
 - fastapi-mcp 0.4 on an equivalent FastAPI app (``GET /items/{id}``), mounted
   with ``mount_http()``. It needs ``mcp`` 1.x, so it runs from its own venv
   (``bench/.venv-fastapi-mcp``, made on first run), never the framework's.
-- The same Rastrillo route fetched with a plain HTTP GET (httpx, keep-alive).
+- The same Rastrillo route fetched with a plain HTTP GET, with httpx2: the
+  HTTP client the official MCP client itself sends with.
+- The client's floor: a canned server, a bare ASGI function that answers each
+  MCP request and each GET with the bytes Rastrillo answers, doing no other
+  work. Timing the same clients against it gives what the clients themselves
+  cost (the official MCP client's JSON-RPC, validation and streams; httpx2;
+  uvicorn and the loopback), the same for every server.
 
 Both MCP servers are called with the official Python client (the framework's
-``mcp`` 2.x), one session each, Streamable HTTP; rounds alternate so machine
-noise hits all three alike. Goals: Rastrillo <= 0.8 x fastapi-mcp's time per
-call, and Rastrillo's MCP overhead over the plain GET under 1 ms.
+``mcp`` 2.x), one session each, Streamable HTTP; Rastrillo at 2026-07-28 (one
+request per call, no session) and at 2025-11-25, fastapi-mcp at 2025-11-25
+(the only era its ``mcp`` 1.x speaks). Rounds alternate so machine noise hits
+all alike. Each figure is given three ways: the time per call the client sees;
+the server's share of it (that time less the client's floor at the same
+revision); and the server process's CPU time per call (from ``/proc``, less
+swayed by other load on the machine than wall time). Goals: Rastrillo <= 0.8 x
+fastapi-mcp's time per call, and Rastrillo's MCP overhead over the plain GET
+under 1 ms.
 
     python bench/bench_mcp.py [--calls 300] [--rounds 5]
 """
@@ -22,6 +34,8 @@ call, and Rastrillo's MCP overhead over the plain GET under 1 ms.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import socket
 import statistics
@@ -30,17 +44,26 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
-import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE / ".venv-fastapi-mcp"
+MODERN, LEGACY = "2026-07-28", "legacy"
 ITEMS = {str(i): {"id": str(i), "name": f"item {i}", "price": i * 3} for i in range(1, 101)}
+TOOL = {
+    "name": "items_id_get",
+    "description": "One item by id.",
+    "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+}
 
 ACTION = '''\
 import rastrillo
@@ -88,6 +111,59 @@ FastApiMCP(app).mount_http()
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 '''
 
+CANNED = '''\
+import json
+import sys
+
+import uvicorn
+
+ITEMS = {items!r}
+TOOLS = {tools!r}
+INFO = {{"name": "app", "version": "dev"}}
+META = {{"io.modelcontextprotocol/serverInfo": INFO}}
+
+
+def answer(request):
+    method, params = request["method"], request.get("params") or {{}}
+    if method == "initialize":
+        return {{"protocolVersion": params["protocolVersion"], "serverInfo": INFO,
+                "capabilities": {{"tools": {{"listChanged": False}}}}}}
+    if method == "tools/list":
+        return {{"tools": TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete",
+                "_meta": META}}
+    item = ITEMS[params["arguments"]["id"]]
+    return {{"content": [{{"type": "text", "text": json.dumps(item)}}], "structuredContent": item,
+            "isError": False, "resultType": "complete", "_meta": META}}
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    status, out = 200, b""
+    if scope["method"] == "GET":
+        out = json.dumps(ITEMS[scope["path"].rsplit("/", 1)[1]]).encode()
+    else:
+        request = json.loads(body)
+        if "id" in request:
+            reply = {{"jsonrpc": "2.0", "id": request["id"], "result": answer(request)}}
+            out = json.dumps(reply).encode()
+        else:
+            status = 202
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]
+    await send({{"type": "http.response.start", "status": status, "headers": headers}})
+    await send({{"type": "http.response.body", "body": out}})
+
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False,
+            lifespan="off")
+'''
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -116,9 +192,9 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
         if process.poll() is not None:
             raise SystemExit(f"server exited: {process.returncode}")
         try:
-            httpx.get(url, timeout=1)
+            httpx2.get(url, timeout=1)
             return
-        except httpx.TransportError:
+        except httpx2.TransportError:
             time.sleep(0.1)
     raise SystemExit(f"{url} did not come up")
 
@@ -164,6 +240,16 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     return process, base
 
 
+def canned_server(root: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    script = root / "canned.py"
+    script.write_text(CANNED.format(items=ITEMS, tools=[TOOL]))
+    process = subprocess.Popen([sys.executable, str(script), str(port)])
+    base = f"http://127.0.0.1:{port}"
+    wait_up(base + "/items/1", process)
+    return process, base
+
+
 async def mcp_calls(url: str, token: str | None, calls: int, mode: str) -> list[float]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers) as http:
@@ -177,11 +263,12 @@ async def mcp_calls(url: str, token: str | None, calls: int, mode: str) -> list[
                 result = await client.call_tool("items_id_get", {"id": str(i % 100 + 1)})
                 times.append(time.perf_counter() - started)
                 assert not result.is_error, result
+                assert json.loads(result.content[0].text) == ITEMS[str(i % 100 + 1)], result
     return times
 
 
 async def get_calls(base: str, calls: int) -> list[float]:
-    async with httpx.AsyncClient(base_url=base) as http:
+    async with httpx2.AsyncClient(base_url=base) as http:
         for _ in range(20):
             await http.get("/items/7")
         times = []
@@ -189,8 +276,40 @@ async def get_calls(base: str, calls: int) -> list[float]:
             started = time.perf_counter()
             answer = await http.get(f"/items/{i % 100 + 1}")
             times.append(time.perf_counter() - started)
-            assert answer.status_code == 200
+            assert answer.json() == ITEMS[str(i % 100 + 1)], answer
     return times
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Way:
+    """One way of making the call: who answers, and what each round measured."""
+
+    server: subprocess.Popen
+    run: Callable[[], Coroutine[Any, Any, list[float]]]
+    wall: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+
+    def round(self, calls: int) -> None:
+        server, client = cpu_seconds(self.server.pid), time.process_time()
+        times = anyio.run(self.run)
+        made = calls + 20  # the warm-up calls too: the CPU figures cover them
+        self.server_cpu.append((cpu_seconds(self.server.pid) - server) / made)
+        self.client_cpu.append((time.process_time() - client) / made)
+        self.wall.append(statistics.median(times))
+
+
+def ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
 
 
 def main() -> int:
@@ -198,39 +317,55 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    calls = args.calls
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "app").mkdir()
         ours, base, token = rastrillo_server(root / "app")
         theirs, fastapi_base = fastapi_server(root)
-        per: dict[str, list[float]] = {
-            "rastrillo-mcp": [], "rastrillo-mcp-2025": [], "fastapi-mcp": [], "plain-get": []
+        canned, canned_base = canned_server(root)
+        mcp, fastapi_mcp, floor_mcp = base + "/mcp", fastapi_base + "/mcp", canned_base + "/mcp"
+        ways = {
+            "rastrillo-mcp": Way(ours, partial(mcp_calls, mcp, token, calls, MODERN)),
+            "rastrillo-mcp-2025": Way(ours, partial(mcp_calls, mcp, token, calls, LEGACY)),
+            "fastapi-mcp": Way(theirs, partial(mcp_calls, fastapi_mcp, None, calls, LEGACY)),
+            "plain-get": Way(ours, partial(get_calls, base, calls)),
+            "floor-mcp": Way(canned, partial(mcp_calls, floor_mcp, None, calls, MODERN)),
+            "floor-mcp-2025": Way(canned, partial(mcp_calls, floor_mcp, None, calls, LEGACY)),
+            "floor-get": Way(canned, partial(get_calls, canned_base, calls)),
         }
         try:
             for _ in range(args.rounds):
-                per["rastrillo-mcp"].append(statistics.median(
-                    anyio.run(mcp_calls, base + "/mcp", token, args.calls, "2026-07-28")))
-                per["rastrillo-mcp-2025"].append(statistics.median(
-                    anyio.run(mcp_calls, base + "/mcp", token, args.calls, "legacy")))
-                per["fastapi-mcp"].append(statistics.median(
-                    anyio.run(mcp_calls, fastapi_base + "/mcp", None, args.calls, "legacy")))
-                per["plain-get"].append(statistics.median(
-                    anyio.run(get_calls, base, args.calls)))
+                for way in ways.values():
+                    way.round(calls)
         finally:
-            for process in (ours, theirs):
+            for process in (ours, theirs, canned):
                 process.terminate()
                 process.wait(10)
-    ms = {name: statistics.median(values) * 1000 for name, values in per.items()}
-    ratio = ms["rastrillo-mcp"] / ms["fastapi-mcp"]
-    ratio_2025 = ms["rastrillo-mcp-2025"] / ms["fastapi-mcp"]
-    overhead = ms["rastrillo-mcp"] - ms["plain-get"]
-    print(f"median time per call over {args.rounds} rounds x {args.calls} calls "
-          f"(cpu count {os.cpu_count()}):")
-    for name, value in ms.items():
-        print(f"  {name:18} {value:7.3f} ms")
-    print(f"  rastrillo / fastapi-mcp = {ratio:.2f}  (goal <= 0.80; at 2025-11-25: "
-          f"{ratio_2025:.2f})")
-    print(f"  MCP overhead over the plain GET = {overhead:.3f} ms  (goal < 1 ms)")
+    floor = {"rastrillo-mcp": "floor-mcp", "rastrillo-mcp-2025": "floor-mcp-2025",
+             "fastapi-mcp": "floor-mcp-2025", "plain-get": "floor-get"}
+    wall = {name: ms(way.wall) for name, way in ways.items()}
+    share = {name: wall[name] - wall[base_] for name, base_ in floor.items()}
+    cpu = {name: ms(way.server_cpu) for name, way in ways.items()}
+    print(f"median over {args.rounds} rounds x {calls} calls (cpu count {os.cpu_count()}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}), ms per call:")
+    heads = ("client sees", "server share", "server CPU", "client CPU")
+    print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads))
+    for name, way in ways.items():
+        column = f"{share[name]:13.3f}" if name in share else f"{'':13}"
+        print(f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}")
+    print("rastrillo / fastapi-mcp (goal <= 0.80):")
+    print(f"  client sees {wall['rastrillo-mcp'] / wall['fastapi-mcp']:.2f}, "
+          f"server share {share['rastrillo-mcp'] / share['fastapi-mcp']:.2f}, "
+          f"server CPU {cpu['rastrillo-mcp'] / cpu['fastapi-mcp']:.2f}  "
+          f"(at 2025-11-25: {wall['rastrillo-mcp-2025'] / wall['fastapi-mcp']:.2f}, "
+          f"{share['rastrillo-mcp-2025'] / share['fastapi-mcp']:.2f}, "
+          f"{cpu['rastrillo-mcp-2025'] / cpu['fastapi-mcp']:.2f})")
+    print("rastrillo's MCP overhead over the plain GET (goal < 1 ms):")
+    print(f"  client sees {wall['rastrillo-mcp'] - wall['plain-get']:.3f} ms, of which the "
+          f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
+          f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
+          f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms")
     return 0
 
 
