@@ -17,8 +17,9 @@ from .registry.declare import Access, Arg, Tool, ToolDef, ToolRead, ToolWrite
 from .registry.validate import ArgError
 
 if TYPE_CHECKING:
-    from .app import App, Options, handler
+    from .app import App, handler
     from .context import Context
+    from .options import Options
     from .serve import run
 
 __version__ = "0.1.0"
@@ -47,7 +48,7 @@ __all__ = [
 
 _LAZY = {
     "App": ".app",
-    "Options": ".app",
+    "Options": ".options",
     "handler": ".app",
     "Context": ".context",
     "run": ".serve",

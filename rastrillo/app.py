@@ -1,4 +1,4 @@
-"""The app: `Options`, and `handler(options)`, the ASGI app that is served.
+"""The app: `handler(options)`, the ASGI app that is served (`Options` is in options.py).
 
 The request path, from the outside in:
 
@@ -17,11 +17,9 @@ pass every layer.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,11 +38,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from . import limits, sessions
 from .agents import MCP_PATH
 from .availability import UnavailableMiddleware, readiness, retryable, unavailable
-from .clock import SYSTEM_CLOCK, Clock
 from .context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
 from .csrf import CSRFMiddleware, canonical_origin
-from .drain import DEFAULT_DRAIN_TIMEOUT, Drain
+from .drain import Drain
 from .errors import ConfigError
+from .options import Options
 from .pages import console
 from .pages.agents import agents_routes
 from .pages.approvals import approval_routes
@@ -53,98 +51,16 @@ from .registry.declare import ToolDef
 from .registry.validate import ArgError
 from .routing import Match, Route, Router
 from .sessions.middleware import RequestSession, pending_session
-from .sidecar import Sidecar, next_due_endpoint
-from .storage import Database, database_url
-from .tools.consent import DEFAULT_TTL as DEFAULT_APPROVAL_TTL
+from .sidecar import next_due_endpoint
+from .storage import Database
 
 if TYPE_CHECKING:
     from .agents.mcp import McpEndpoint
 
 log = logging.getLogger("rastrillo.app")
 
-DEFAULT_ADDR = "127.0.0.1:8000"
 STATIC_PREFIX = "/static/"
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-
-
-@dataclass(kw_only=True)
-class Options:
-    """Everything that makes an app; the scaffold's ``app.py`` builds it with keywords."""
-
-    routes: Sequence[Route] = ()
-    """The route table, usually ``gen.routes()``."""
-    tools: Sequence[ToolDef] = ()
-    """The tool registry, usually ``gen.tools()``."""
-    wrap: Callable[[ASGIApp], ASGIApp] | None = None
-    """The app's one middleware seam: given the router, return an ASGI app."""
-    app_dir: Path = field(default_factory=Path.cwd)
-    """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
-    db: str = "app.db"
-    """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
-    db_pool_size: int = 5
-    """PostgreSQL connections each server process keeps open for reuse."""
-    db_max_overflow: int = 10
-    """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
-    version: str = "dev"
-    """Reported by ``GET /api/version``."""
-    origin: str | None = None
-    """The app's public origin (``https://tickets.example``), the base of CSRF checks.
-    Unset: ``RASTRILLO_ORIGIN``, else the address it serves on."""
-    sidecar: Callable[..., Any] | Sidecar | None = None
-    """One pass of scheduled work, run by ``sidecar run``: a function given a
-    ``PassContext``, or a ``rastrillo.sidecar.Sidecar`` (see docs/sidecar.md)."""
-    next_due: Callable[[Database], Any] | None = None
-    """Given the database, when the app next needs waking (an aware ``datetime``, or
-    ``None``), sync or async, for ``GET /api/next-due``; unset, the sidecar's record."""
-    setup: Callable[[Database], None] | None = None
-    """Called once with the database after migrations (demo data, for example)."""
-    console: bool = False
-    """Serve the tool console at ``/_rastrillo/console`` (signed-in users only); also on
-    whenever ``RASTRILLO_DEV=1``, as under ``rastrillo dev`` and ``make demo``."""
-    demo: bool = False
-    """Demo mode: the sign-in page lists the demo accounts."""
-    sign_in_path: str = "/signin"
-    """Where ``@sessions.require`` sends a browser without a session."""
-    session_idle: timedelta = sessions.DEFAULT_IDLE
-    """A session unused this long ends (two days by default)."""
-    session_lifetime: timedelta = sessions.DEFAULT_LIFETIME
-    """A session ends this long after sign-in however much it is used (two weeks)."""
-    sign_in_rate_limit: sessions.RateLimit = field(default_factory=sessions.RateLimit)
-    """Failed password attempts allowed per account and per client address."""
-    approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
-    """How long an agent's proposed write waits for the user's approval (ten minutes)."""
-    clock: Clock = SYSTEM_CLOCK
-    """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
-    a test gives a settable one (``rastrillo.testing.ManualClock``)."""
-    header_timeout: float = limits.DEFAULT_LIMITS.header_timeout
-    """Seconds a client has to send a request's line and headers (10): a slow client
-    cannot hold a connection open without asking anything."""
-    body_timeout: float = limits.DEFAULT_LIMITS.body_timeout
-    """Seconds a client has to send a request's body once its headers arrived (60)."""
-    max_connections: int = limits.DEFAULT_LIMITS.max_connections
-    """Connections served at once (1,000); at the limit, the one that has waited longest
-    for its headers is closed to make room."""
-    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
-    """Seconds a stopping server lets requests finish before it refuses their first
-    write with 503 (10); see docs/app.md for the whole bound."""
-    max_body: int = limits.DEFAULT_MAX_BODY
-    """The largest request body read, in bytes (1 MiB): a bigger one is answered 413 before
-    it is read. An action that takes more says so with ``@rastrillo.body_limit(n)``."""
-    security_headers: bool = False
-    """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
-    ``Referrer-Policy: same-origin``) on the app's own responses too, static files
-    excepted; a header the app sets itself wins. The framework's pages always get them."""
-    mcp: bool = False
-    """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
-    it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
-
-    def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
-        origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
-        return origin.rstrip("/")
-
-    def database_url(self) -> str:
-        """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
-        return database_url(self.db, self.app_dir)
 
 
 class App:

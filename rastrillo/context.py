@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -17,7 +17,9 @@ from .registry.declare import ArgValue, ToolDef
 from .registry.validate import read_args
 
 if TYPE_CHECKING:
-    from .app import App, Options
+    from jinja2 import Environment
+
+    from .options import Options
     from .storage import Database
 
 TOOL_CALL_SCOPE_KEY = "rastrillo.tool_call"
@@ -30,6 +32,14 @@ USER_SCOPE_KEY = "rastrillo.user_id"
 """ASGI scope key where the session middleware puts the signed-in user's id."""
 
 
+class Host(Protocol):
+    """What ``ctx`` reads of the app serving the request (`rastrillo.App` is one)."""
+
+    db: Database
+    options: Options
+    templates: Environment
+
+
 class Context:
     """The request, its path parameters and form, the actor, the user and the database.
 
@@ -40,7 +50,7 @@ class Context:
 
     def __init__(
         self,
-        app: App,
+        app: Host,
         request: Request,
         params: dict[str, str],
         form: Mapping[str, str],

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .app import Options
 from .errors import ConfigError, RastrilloError
+from .options import Options
 from .routing import Handle
 
 

@@ -26,11 +26,12 @@ from typing import Any
 
 import uvicorn
 
-from .app import DEFAULT_ADDR, App, Options
+from .app import App
 from .connections import BACKLOG, fit_open_files, protocol_class
 from .errors import RastrilloError
 from .limits import Limits
 from .logs import configure_logging
+from .options import DEFAULT_ADDR, Options
 from .registry.validate import parse_int
 from .storage import Database, database_url
 from .workers import listen, supervise

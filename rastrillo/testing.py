@@ -15,9 +15,10 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from .actor import Actor
-from .app import App, Options
+from .app import App
 from .clock import as_instant
 from .loader import load_options
+from .options import Options
 from .sessions import cookie_name, create_session
 from .storage import Database
 from .tools import Call, ConfirmRequired, Result, dispatch_sync

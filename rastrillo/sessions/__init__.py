@@ -4,15 +4,14 @@ A session is a row in the app's database, so signing out and revoking are
 real: the cookie of a deleted row is worth nothing. See docs/sessions.md.
 """
 
+from ..options import RateLimit
 from .guard import require, requires_session, safe_next
 from .middleware import SESSION_SCOPE_KEY, SessionMiddleware, cookie_name, sign_in, sign_out
 from .passwords import check_password, hash_password, needs_rehash, verify_password
-from .store import DEFAULT_IDLE, DEFAULT_LIFETIME, create_session, revoke_user
-from .throttle import RateLimit, TooManyAttempts
+from .store import create_session, revoke_user
+from .throttle import TooManyAttempts
 
 __all__ = [
-    "DEFAULT_IDLE",
-    "DEFAULT_LIFETIME",
     "SESSION_SCOPE_KEY",
     "RateLimit",
     "SessionMiddleware",

@@ -23,8 +23,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from ..errors import ConfigError
+from ..options import DEFAULT_SESSION_LIFETIME
 from ..storage import Database
-from .store import DEFAULT_LIFETIME, create_session, delete_session, find_session, is_session_id
+from .store import create_session, delete_session, find_session, is_session_id
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -127,7 +128,9 @@ class SessionMiddleware:
             await run_in_threadpool(state.check, scope)
         return state
 
-    def cookie_header(self, session_id: str | None, lifetime: timedelta = DEFAULT_LIFETIME) -> str:
+    def cookie_header(
+        self, session_id: str | None, lifetime: timedelta = DEFAULT_SESSION_LIFETIME
+    ) -> str:
         """A Set-Cookie value that issues ``session_id`` for ``lifetime``, or clears it for None."""
         if session_id is None:
             return f"{self.cookie}={self._attributes}; Max-Age=0"

@@ -28,10 +28,8 @@ from sqlalchemy import (
     update,
 )
 
+from ..options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
 from ..storage import METADATA, Database, Instant
-
-DEFAULT_IDLE = timedelta(days=2)
-DEFAULT_LIFETIME = timedelta(days=14)
 
 sessions_table = Table(
     "rastrillo_sessions",
@@ -78,8 +76,8 @@ def create_session(
     db: Database,
     user_id: str | int,
     *,
-    idle: timedelta = DEFAULT_IDLE,
-    lifetime: timedelta = DEFAULT_LIFETIME,
+    idle: timedelta = DEFAULT_SESSION_IDLE,
+    lifetime: timedelta = DEFAULT_SESSION_LIFETIME,
 ) -> str:
     """Store a new session for ``user_id``; return its id, the exact cookie value."""
     session_id = secrets.token_urlsafe(32)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
@@ -25,15 +24,6 @@ attempts_table = Table(
     Column("failures", Integer, nullable=False),
     Column("window_start", Instant, nullable=False),
 )
-
-
-@dataclass(frozen=True)
-class RateLimit:
-    """How many failed attempts are allowed per ``window``, per account and per address."""
-
-    per_account: int = 5
-    per_address: int = 50
-    window: timedelta = timedelta(minutes=15)
 
 
 class TooManyAttempts(RastrilloError):

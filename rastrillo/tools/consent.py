@@ -24,6 +24,7 @@ from sqlalchemy import Column, String, Table, Text, bindparam, select, update
 
 from rastrillo.actor import Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, ToolError
 from rastrillo.registry.validate import wire
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVAL_PATH",
-    "DEFAULT_TTL",
     "ApprovalRecord",
     "approval_path",
     "decide",
@@ -47,7 +47,6 @@ __all__ = [
     "request_approval",
 ]
 
-DEFAULT_TTL = timedelta(minutes=10)
 _APPROVAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What ``secrets.token_urlsafe`` makes; anything else is no approval, never a query."""
 APPROVAL_PATH = "/_rastrillo/approvals/"
@@ -134,7 +133,7 @@ def request_approval(
     sentence: str,
     actor: str,
     user_id: str,
-    ttl: timedelta = DEFAULT_TTL,
+    ttl: timedelta = DEFAULT_APPROVAL_TTL,
     agent: str | None = None,
 ) -> ApprovalRecord:
     """Record a pending approval for one proposed write and return it."""

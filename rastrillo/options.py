@@ -1,0 +1,131 @@
+"""`Options`: every setting an app has, with its default.
+
+It sits below the runtime (sessions, the sidecar, ``ctx``, the app), so each
+of them can name a setting's type or default without importing the app; they
+take the values they use, never the whole `Options`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import limits
+from .clock import SYSTEM_CLOCK, Clock
+from .drain import DEFAULT_DRAIN_TIMEOUT
+from .storage import database_url
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from .registry.declare import ToolDef
+    from .routing import Route
+    from .sidecar import Sidecar
+    from .storage import Database
+
+__all__ = [
+    "DEFAULT_ADDR",
+    "DEFAULT_APPROVAL_TTL",
+    "DEFAULT_SESSION_IDLE",
+    "DEFAULT_SESSION_LIFETIME",
+    "Options",
+    "RateLimit",
+]
+
+DEFAULT_ADDR = "127.0.0.1:8000"
+DEFAULT_SESSION_IDLE = timedelta(days=2)
+DEFAULT_SESSION_LIFETIME = timedelta(days=14)
+DEFAULT_APPROVAL_TTL = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """How many failed attempts are allowed per ``window``, per account and per address."""
+
+    per_account: int = 5
+    per_address: int = 50
+    window: timedelta = timedelta(minutes=15)
+
+
+@dataclass(kw_only=True)
+class Options:
+    """Everything that makes an app; the scaffold's ``app.py`` builds it with keywords."""
+
+    routes: Sequence[Route] = ()
+    """The route table, usually ``gen.routes()``."""
+    tools: Sequence[ToolDef] = ()
+    """The tool registry, usually ``gen.tools()``."""
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None
+    """The app's one middleware seam: given the router, return an ASGI app."""
+    app_dir: Path = field(default_factory=Path.cwd)
+    """Where ``templates/``, ``static/`` and ``migrations/`` are, and relative paths start."""
+    db: str = "app.db"
+    """A SQLite file (relative to ``app_dir``) or any SQLAlchemy URL."""
+    db_pool_size: int = 5
+    """PostgreSQL connections each server process keeps open for reuse."""
+    db_max_overflow: int = 10
+    """Connections a process may open beyond ``db_pool_size`` under load (closed after)."""
+    version: str = "dev"
+    """Reported by ``GET /api/version``."""
+    origin: str | None = None
+    """The app's public origin (``https://tickets.example``), the base of CSRF checks.
+    Unset: ``RASTRILLO_ORIGIN``, else the address it serves on."""
+    sidecar: Callable[..., Any] | Sidecar | None = None
+    """One pass of scheduled work, run by ``sidecar run``: a function given a
+    ``PassContext``, or a ``rastrillo.sidecar.Sidecar`` (see docs/sidecar.md)."""
+    next_due: Callable[[Database], Any] | None = None
+    """Given the database, when the app next needs waking (an aware ``datetime``, or
+    ``None``), sync or async, for ``GET /api/next-due``; unset, the sidecar's record."""
+    setup: Callable[[Database], None] | None = None
+    """Called once with the database after migrations (demo data, for example)."""
+    console: bool = False
+    """Serve the tool console at ``/_rastrillo/console`` (signed-in users only); also on
+    whenever ``RASTRILLO_DEV=1``, as under ``rastrillo dev`` and ``make demo``."""
+    demo: bool = False
+    """Demo mode: the sign-in page lists the demo accounts."""
+    sign_in_path: str = "/signin"
+    """Where ``@sessions.require`` sends a browser without a session."""
+    session_idle: timedelta = DEFAULT_SESSION_IDLE
+    """A session unused this long ends (two days by default)."""
+    session_lifetime: timedelta = DEFAULT_SESSION_LIFETIME
+    """A session ends this long after sign-in however much it is used (two weeks)."""
+    sign_in_rate_limit: RateLimit = field(default_factory=RateLimit)
+    """Failed password attempts allowed per account and per client address."""
+    approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
+    """How long an agent's proposed write waits for the user's approval (ten minutes)."""
+    clock: Clock = SYSTEM_CLOCK
+    """The time sessions, approvals, the audit log, sign-in limits and the sidecar go by;
+    a test gives a settable one (``rastrillo.testing.ManualClock``)."""
+    header_timeout: float = limits.DEFAULT_LIMITS.header_timeout
+    """Seconds a client has to send a request's line and headers (10): a slow client
+    cannot hold a connection open without asking anything."""
+    body_timeout: float = limits.DEFAULT_LIMITS.body_timeout
+    """Seconds a client has to send a request's body once its headers arrived (60)."""
+    max_connections: int = limits.DEFAULT_LIMITS.max_connections
+    """Connections served at once (1,000); at the limit, the one that has waited longest
+    for its headers is closed to make room."""
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    """Seconds a stopping server lets requests finish before it refuses their first
+    write with 503 (10); see docs/app.md for the whole bound."""
+    max_body: int = limits.DEFAULT_MAX_BODY
+    """The largest request body read, in bytes (1 MiB): a bigger one is answered 413 before
+    it is read. An action that takes more says so with ``@rastrillo.body_limit(n)``."""
+    security_headers: bool = False
+    """Send the framework pages' security headers (no framing, ``no-store``, ``nosniff``,
+    ``Referrer-Policy: same-origin``) on the app's own responses too, static files
+    excepted; a header the app sets itself wins. The framework's pages always get them."""
+    mcp: bool = False
+    """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
+    it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
+
+    def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
+        origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
+        return origin.rstrip("/")
+
+    def database_url(self) -> str:
+        """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
+        return database_url(self.db, self.app_dir)
