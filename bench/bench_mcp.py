@@ -44,11 +44,11 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
@@ -250,34 +250,36 @@ def canned_server(root: Path) -> tuple[subprocess.Popen, str]:
     return process, base
 
 
-async def mcp_calls(url: str, token: str | None, calls: int, mode: str) -> list[float]:
+Call = Callable[[int], Awaitable[None]]
+"""Makes the i-th call of a way and checks its answer."""
+
+
+@asynccontextmanager
+async def mcp_caller(url: str, token: str | None, mode: str) -> AsyncIterator[Call]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers) as http:
         client = Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
         async with client:
-            for _ in range(20):  # warm up
-                await client.call_tool("items_id_get", {"id": "7"})
-            times = []
-            for i in range(calls):
-                started = time.perf_counter()
-                result = await client.call_tool("items_id_get", {"id": str(i % 100 + 1)})
-                times.append(time.perf_counter() - started)
+
+            async def call(i: int) -> None:
+                item = str(i % 100 + 1)
+                result = await client.call_tool("items_id_get", {"id": item})
                 assert not result.is_error, result
-                assert json.loads(result.content[0].text) == ITEMS[str(i % 100 + 1)], result
-    return times
+                assert json.loads(result.content[0].text) == ITEMS[item], result
+
+            yield call
 
 
-async def get_calls(base: str, calls: int) -> list[float]:
+@asynccontextmanager
+async def get_caller(base: str) -> AsyncIterator[Call]:
     async with httpx2.AsyncClient(base_url=base) as http:
-        for _ in range(20):
-            await http.get("/items/7")
-        times = []
-        for i in range(calls):
-            started = time.perf_counter()
-            answer = await http.get(f"/items/{i % 100 + 1}")
-            times.append(time.perf_counter() - started)
-            assert answer.json() == ITEMS[str(i % 100 + 1)], answer
-    return times
+
+        async def call(i: int) -> None:
+            item = str(i % 100 + 1)
+            answer = await http.get(f"/items/{item}")
+            assert answer.json() == ITEMS[item], answer
+
+        yield call
 
 
 def cpu_seconds(pid: int) -> float:
@@ -291,21 +293,38 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Way:
-    """One way of making the call: who answers, and what each round measured."""
+    """One way of making the call: who answers, how, and what each round measured."""
 
     server: subprocess.Popen
-    run: Callable[[], Coroutine[Any, Any, list[float]]]
+    caller: Callable[[], AbstractAsyncContextManager[Call]]
     wall: list[float] = field(default_factory=list)
     server_cpu: list[float] = field(default_factory=list)
     client_cpu: list[float] = field(default_factory=list)
 
-    def round(self, calls: int) -> None:
-        server, client = cpu_seconds(self.server.pid), time.process_time()
-        times = anyio.run(self.run)
-        made = calls + 20  # the warm-up calls too: the CPU figures cover them
-        self.server_cpu.append((cpu_seconds(self.server.pid) - server) / made)
-        self.client_cpu.append((time.process_time() - client) / made)
-        self.wall.append(statistics.median(times))
+
+async def measure(ways: dict[str, Way], calls: int, rounds: int) -> None:
+    """Each round: every way's time per call, the ways taking turns call by call (so noise
+    from elsewhere on the machine hits all alike); then each way alone, for its CPU."""
+    async with AsyncExitStack() as stack:
+        callers = {name: await stack.enter_async_context(way.caller())
+                   for name, way in ways.items()}
+        for i in range(20):  # warm up
+            for call in callers.values():
+                await call(i)
+        for _ in range(rounds):
+            times: dict[str, list[float]] = {name: [] for name in ways}
+            for i in range(calls):
+                for name, call in callers.items():
+                    started = time.perf_counter()
+                    await call(i)
+                    times[name].append(time.perf_counter() - started)
+            for name, way in ways.items():
+                way.wall.append(statistics.median(times[name]))
+                server, client = cpu_seconds(way.server.pid), time.process_time()
+                for i in range(calls):
+                    await callers[name](i)
+                way.server_cpu.append((cpu_seconds(way.server.pid) - server) / calls)
+                way.client_cpu.append((time.process_time() - client) / calls)
 
 
 def ms(values: list[float]) -> float:
@@ -326,18 +345,16 @@ def main() -> int:
         canned, canned_base = canned_server(root)
         mcp, fastapi_mcp, floor_mcp = base + "/mcp", fastapi_base + "/mcp", canned_base + "/mcp"
         ways = {
-            "rastrillo-mcp": Way(ours, partial(mcp_calls, mcp, token, calls, MODERN)),
-            "rastrillo-mcp-2025": Way(ours, partial(mcp_calls, mcp, token, calls, LEGACY)),
-            "fastapi-mcp": Way(theirs, partial(mcp_calls, fastapi_mcp, None, calls, LEGACY)),
-            "plain-get": Way(ours, partial(get_calls, base, calls)),
-            "floor-mcp": Way(canned, partial(mcp_calls, floor_mcp, None, calls, MODERN)),
-            "floor-mcp-2025": Way(canned, partial(mcp_calls, floor_mcp, None, calls, LEGACY)),
-            "floor-get": Way(canned, partial(get_calls, canned_base, calls)),
+            "rastrillo-mcp": Way(ours, partial(mcp_caller, mcp, token, MODERN)),
+            "rastrillo-mcp-2025": Way(ours, partial(mcp_caller, mcp, token, LEGACY)),
+            "fastapi-mcp": Way(theirs, partial(mcp_caller, fastapi_mcp, None, LEGACY)),
+            "plain-get": Way(ours, partial(get_caller, base)),
+            "floor-mcp": Way(canned, partial(mcp_caller, floor_mcp, None, MODERN)),
+            "floor-mcp-2025": Way(canned, partial(mcp_caller, floor_mcp, None, LEGACY)),
+            "floor-get": Way(canned, partial(get_caller, canned_base)),
         }
         try:
-            for _ in range(args.rounds):
-                for way in ways.values():
-                    way.round(calls)
+            anyio.run(measure, ways, calls, args.rounds)
         finally:
             for process in (ours, theirs, canned):
                 process.terminate()
