@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "ARG_TYPES",
+    "WRITE_SUFFIX",
     "Access",
     "Arg",
     "ArgMap",
@@ -25,6 +26,7 @@ __all__ = [
     "ToolRead",
     "ToolWrite",
     "arg_problems",
+    "description_as_sent",
     "tool_id",
     "type_name",
 ]
@@ -39,6 +41,14 @@ class Access(StrEnum):
 
 ToolRead = Access.READ
 ToolWrite = Access.WRITE
+
+WRITE_SUFFIX = " (write: requires human confirmation)"
+"""Appended to a write tool's description, so the model knows the call may pause."""
+
+
+def description_as_sent(description: str, access: Access | None) -> str:
+    """A tool's description as a model reads it: a write's says that the call may pause."""
+    return description + WRITE_SUFFIX if access is Access.WRITE else description
 
 
 ArgType = type[str] | type[int] | type[float] | type[bool]
