@@ -37,9 +37,8 @@ import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from venvs import bench_python
 
-HERE = Path(__file__).resolve().parent
-VENV = HERE / ".venv-fastapi-mcp"
 ITEMS = {str(i): {"id": str(i), "name": f"item {i}", "price": i * 3} for i in range(1, 101)}
 
 ACTION = '''\
@@ -96,18 +95,7 @@ def free_port() -> int:
 
 
 def fastapi_mcp_python() -> Path:
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = subprocess.run(
-        [str(python), "-c", "import fastapi_mcp, importlib.metadata as m; "
-         "assert m.version('mcp').startswith('1.')"],
-        capture_output=True,
-    )
-    if probe.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "fastapi-mcp==0.4.0",
-                        "mcp>=1.10,<2", "uvicorn>=0.30,<1"], check=True)
-    return python
+    return bench_python("fastapi-mcp", ["fastapi-mcp==0.4.0", "mcp>=1.10,<2", "uvicorn>=0.30,<1"])
 
 
 def wait_up(url: str, process: subprocess.Popen) -> None:

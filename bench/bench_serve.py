@@ -1,19 +1,32 @@
-"""Requests per second of tickets GETs served: Rastrillo against bare Starlette.
+"""Tickets GETs served by Rastrillo against bare Starlette, FastAPI and Litestar.
 
-Two requests, each served by both apps doing the same handler work, under
-uvicorn with the same settings, measured with the same load tool (wrk, at 16
-and 64 connections, with p99 latency) in the same run, alternating rounds so
-machine noise hits them alike:
+Two requests, each answered by all four apps doing the same work through the same
+`rastrillo.storage.Database` (SQLAlchemy Core on one SQLite file), same run:
 
-- the anonymous page ``/events/1``: look up one event in SQLite and render
-  the same Jinja2 template. Goal: Rastrillo >= 1.0 x Starlette.
+- the anonymous page ``/events/1``: look up one event and render the tickets
+  demo's Jinja2 template. Goal: Rastrillo >= 1.0 x bare Starlette.
 - a signed-in JSON read ``/orders/{id}``: the session cookie's row checked
   (``sessions.store.find_session``), then the user's order queried and sent as
-  JSON. Rastrillo runs a sync ``@sessions.require`` handle; Starlette a sync
-  endpoint that looks the session up and queries in the one worker thread
-  Starlette gives it. Goal: Rastrillo >= 1.2 x Starlette.
+  JSON. Rastrillo runs a sync ``@sessions.require`` handle. Each other app does
+  both in one sync endpoint, so one worker-thread hop and no database work on
+  the event loop: Starlette's ``def`` endpoint, FastAPI's ``def`` path operation
+  (the cookie as a ``Cookie`` parameter, the dict returned), Litestar's handler
+  with ``sync_to_thread=True``. Goals: Rastrillo >= 1.0 x Litestar and >= 1.2 x
+  bare Starlette, p99 no worse than Litestar's.
 
-    python bench/bench_serve.py [--seconds 5] [--rounds 3]
+Served: each app under uvicorn, one worker (asyncio loop, h11), loaded by wrk
+(``-t1``) at 16 and 64 connections with p99 latency; rounds alternate the apps,
+in a rotating order, so machine noise hits them alike. In-process: the same
+signed-in request, a hand-built ASGI scope, sent straight into each app in one
+process, apps alternating each round; goal: Rastrillo's time per request no more
+than Litestar's or bare Starlette's.
+
+FastAPI and Litestar are bench-only: the bench makes ``bench/.venv-serve`` on
+first run (this checkout installed editable, plus both) and runs itself, every
+server and the in-process part from it, so all four use the same uvicorn,
+Starlette and SQLAlchemy.
+
+    python bench/bench_serve.py [--seconds 5] [--rounds 3] [--calls 2000]
 
 Needs `wrk` (Debian: apt-get install wrk).
 """
@@ -21,7 +34,9 @@ Needs `wrk` (Debian: apt-get install wrk).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
+import os
 import re
 import shutil
 import socket
@@ -30,17 +45,26 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import httpx
+from venvs import bench_python
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKETS = ROOT / "examples" / "tickets"
-PATH = "/events/1"
+PAGE = "/events/1"
 ORDER = "/orders/{id}"
+ORIGIN = "http://127.0.0.1:8000"
+KINDS = ("starlette", "fastapi", "litestar", "rastrillo")
+BASELINES = KINDS[:-1]
+CONNECTIONS = (16, 64)
+US = "{:.0f}"
+REQUIREMENTS = ["fastapi>=0.115,<1", "litestar>=2.12,<3"]
 
 
-def order_json(ctx):
+def order_json(ctx: Any) -> Any:
     """Rastrillo's signed-in JSON read (module level: the bench app's route)."""
     import ticketing
 
@@ -48,60 +72,138 @@ def order_json(ctx):
     return ctx.not_found() if order is None else ctx.json(order)
 
 
-def build_app(kind: str, db: str):
-    """The ASGI app under test, in the server process."""
-    sys.path.insert(0, str(TICKETS))
+def rastrillo_app(db: str) -> Any:
     from rastrillo import handler, sessions
     from rastrillo.loader import load_options
-    from rastrillo.routing import Route as RastrilloRoute
+    from rastrillo.routing import Route
 
     options = load_options(TICKETS)
-    json_route = RastrilloRoute("GET", ORDER, "bench", sessions.require(order_json))
+    json_route = Route("GET", ORDER, "bench", sessions.require(order_json))
     routes = [r for r in options.routes if r.path != ORDER] + [json_route]
-    rastrillo_app = handler(dataclasses.replace(options, db=db, routes=routes))
-    if kind == "rastrillo":
-        return rastrillo_app
+    return handler(dataclasses.replace(options, db=db, routes=routes, origin=ORIGIN))
 
+
+@dataclasses.dataclass
+class Work:
+    """What every baseline's handler does, so all four do the same."""
+
+    cookie: str
+    page: Callable[[str], str | None]
+    """The event page's HTML, or None for no such event."""
+    order: Callable[[str | None, str], dict[str, Any] | int]
+    """The signed-in user's order, else the status to answer (403, 404)."""
+
+
+def work(db: str) -> Work:
     from jinja2 import Environment, FileSystemLoader
-    from starlette.applications import Starlette
-    from starlette.responses import HTMLResponse, PlainTextResponse
-    from starlette.routing import Route
 
     import ticketing
+    from rastrillo.sessions import cookie_name
+    from rastrillo.sessions.store import find_session
+    from rastrillo.storage import Database
 
+    database = Database(db)
     templates = Environment(loader=FileSystemLoader(TICKETS / "templates"), autoescape=True)
-    database = rastrillo_app.db
 
     class _Ctx:  # what the template reads
         user_id = None
 
-    def event(request):
-        found = ticketing.get_event(database, request.path_params["id"])
+    def page(event_id: str) -> str | None:
+        found = ticketing.get_event(database, event_id)
         if found is None:
-            return PlainTextResponse("Not found", status_code=404)
-        html = templates.get_template("event.html").render(
+            return None
+        return templates.get_template("event.html").render(
             ctx=_Ctx, event=found, max_per_order=ticketing.MAX_PER_ORDER
         )
-        return HTMLResponse(html)
 
-    from starlette.responses import JSONResponse, Response
-
-    from rastrillo.sessions import cookie_name
-    from rastrillo.sessions.store import find_session
-
-    cookie = cookie_name(rastrillo_app.origin)
-
-    def order(request):
-        presented = request.cookies.get(cookie)
+    def order(presented: str | None, order_id: str) -> dict[str, Any] | int:
         found = None if presented is None else find_session(database, presented)
         if found is None:
-            return Response("Sign in first.", status_code=403)
-        row = ticketing.get_order(database, found.user_id, request.path_params["id"])
-        if row is None:
+            return 403
+        row = ticketing.get_order(database, found.user_id, order_id)
+        return 404 if row is None else row
+
+    return Work(cookie_name(ORIGIN), page, order)
+
+
+def starlette_app(w: Work) -> Any:
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from starlette.routing import Route
+
+    def event(request: Any) -> Any:
+        html = w.page(request.path_params["id"])
+        if html is None:
             return PlainTextResponse("Not found", status_code=404)
-        return JSONResponse(row)
+        return HTMLResponse(html)
+
+    def order(request: Any) -> Any:
+        found = w.order(request.cookies.get(w.cookie), request.path_params["id"])
+        if isinstance(found, int):
+            return PlainTextResponse("Refused", status_code=found)
+        return JSONResponse(found)
 
     return Starlette(routes=[Route("/events/{id}", event), Route(ORDER, order)])
+
+
+def fastapi_app(w: Work) -> Any:
+    from fastapi import Cookie, FastAPI, HTTPException
+    from fastapi.responses import HTMLResponse
+
+    app = FastAPI()
+
+    @app.get("/events/{id}", response_class=HTMLResponse)
+    def event(id: str) -> str:
+        html = w.page(id)
+        if html is None:
+            raise HTTPException(404)
+        return html
+
+    @app.get(ORDER)
+    def order(id: str, session: str | None = Cookie(None, alias=w.cookie)) -> dict[str, Any]:
+        found = w.order(session, id)
+        if isinstance(found, int):
+            raise HTTPException(found)
+        return found
+
+    return app
+
+
+def litestar_app(w: Work) -> Any:
+    from typing import Annotated
+
+    from litestar import Litestar, MediaType, get
+    from litestar.exceptions import HTTPException
+    from litestar.params import Parameter
+
+    @get("/events/{id:str}", sync_to_thread=True, media_type=MediaType.HTML)
+    def event(id: str) -> str:
+        html = w.page(id)
+        if html is None:
+            raise HTTPException(status_code=404)
+        return html
+
+    cookie = Annotated[str | None, Parameter(cookie=w.cookie)]
+
+    @get("/orders/{id:str}", sync_to_thread=True, signature_namespace={"SessionCookie": cookie})
+    def order(id: str, session: SessionCookie = None) -> dict[str, Any]:  # noqa: F821
+        found = w.order(session, id)
+        if isinstance(found, int):
+            raise HTTPException(status_code=found)
+        return found
+
+    return Litestar([event, order])
+
+
+def build_app(kind: str, db: str) -> Any:
+    """The ASGI app under test."""
+    if str(TICKETS) not in sys.path:
+        sys.path.insert(0, str(TICKETS))
+    if kind == "rastrillo":
+        return rastrillo_app(db)
+    return {"starlette": starlette_app, "fastapi": fastapi_app, "litestar": litestar_app}[kind](
+        work(db)
+    )
 
 
 def serve(kind: str, port: int, db: str) -> None:
@@ -114,6 +216,8 @@ def serve(kind: str, port: int, db: str) -> None:
         access_log=False,
         log_level="warning",
         lifespan="off",
+        loop="asyncio",
+        http="h11",
     )
 
 
@@ -123,13 +227,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(url: str, headers: dict[str, str]) -> None:
+def wait_for(url: str, headers: dict[str, str], process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server for {url} exited: {process.returncode}")
         try:
-            if httpx.get(url, headers=headers).status_code == 200:
-                return
-        except httpx.TransportError:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers)) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:  # not listening yet
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"{url} did not answer")
@@ -139,44 +246,127 @@ def wait_for(url: str, headers: dict[str, str]) -> None:
 def wrk(url: str, connections: int, seconds: int, headers: dict[str, str]) -> tuple[float, float]:
     """Requests per second, and p99 latency in ms."""
     flags = [f for k, v in headers.items() for f in ("-H", f"{k}: {v}")]
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", *flags, url]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    if "Non-2xx" in out:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "--latency"]
+    out = subprocess.run([*command, *flags, url], capture_output=True, text=True, check=True).stdout
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+)", out)
+    if "Non-2xx" in out or (errors is not None and any(int(n) for n in errors.groups())):
         raise RuntimeError(f"{url} answered errors:\n{out}")
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p99, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()
     return rate, float(p99) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def measure(
-    kind: str, db: str, seconds: int, path: str, headers: dict[str, str]
-) -> dict[int, tuple[float, float]]:
-    """``kind`` served on a fresh port, at 16 and 64 connections."""
+Case = tuple[str, dict[str, str]]
+Served = dict[tuple[str, int], tuple[float, float]]
+
+
+def measure(kind: str, db: str, seconds: int, cases: dict[str, Case]) -> Served:
+    """``kind`` served on a fresh port: every case at every connection count."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port), db])
-    url = f"http://127.0.0.1:{port}{path}"
+    process = subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port), db])
     try:
-        wait_for(url, headers)
-        wrk(url, 16, 1, headers)  # warm up
-        return {c: wrk(url, c, seconds, headers) for c in CONNECTIONS}
+        found: Served = {}
+        for case, (path, headers) in cases.items():
+            url = f"http://127.0.0.1:{port}{path}"
+            wait_for(url, headers, process)
+            wrk(url, 16, 1, headers)  # warm up
+            for c in CONNECTIONS:
+                found[case, c] = wrk(url, c, seconds, headers)
+        return found
     finally:
-        proc.terminate()
-        proc.wait()
-
-
-CONNECTIONS = (16, 64)
+        process.terminate()
+        process.wait()
 
 
 def signed_in(db: str) -> tuple[str, dict[str, str]]:
     """The order path and the cookie of a signed-in user who owns that order."""
-    sys.path.insert(0, str(TICKETS))
     from rastrillo.sessions import cookie_name, create_session
 
     app = build_app("rastrillo", db)
     user, order = app.db.query_one("SELECT user_id, id FROM orders ORDER BY id LIMIT 1")
     session = create_session(app.db, str(user))
     app.db.dispose()
-    return ORDER.format(id=order), {"Cookie": f"{cookie_name(app.origin)}={session}"}
+    return ORDER.format(id=order), {"Cookie": f"{cookie_name(ORIGIN)}={session}"}
+
+
+async def one_request(app: Any, path: str, headers: dict[str, str]) -> int:
+    """Send one GET straight into ``app``; its status."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1:8000")]
+        + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope, receive, send)
+    return status
+
+
+async def in_process(
+    db: str, path: str, headers: dict[str, str], calls: int, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """µs per request of each app, rounds alternating: each round's median wall time,
+    and its CPU time (every thread of the process) over its calls."""
+    apps = {kind: build_app(kind, db) for kind in KINDS}
+    for kind, app in apps.items():
+        status = await one_request(app, path, headers)
+        if status != 200:
+            raise RuntimeError(f"{kind} answered {status} in-process")
+    wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    for r in range(rounds):
+        for kind in KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]:
+            app, each = apps[kind], []
+            cpu_start = time.process_time()
+            for _ in range(calls):
+                start = time.perf_counter()
+                await one_request(app, path, headers)
+                each.append(time.perf_counter() - start)
+            cpu[kind].append((time.process_time() - cpu_start) / calls * 1e6)
+            wall[kind].append(statistics.median(each) * 1e6)
+    return wall, cpu
+
+
+def spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(statistics.median(values))} ({', '.join(fmt.format(v) for v in values)})"
+
+
+def report_served(cases: dict[str, Case], rounds: list[dict[str, Served]]) -> None:
+    for case, (path, _) in cases.items():
+        for c in CONNECTIONS:
+            print(f"{case}, GET {path}, c{c}:")
+            for kind in KINDS:
+                rates = [r[kind][case, c][0] for r in rounds]
+                p99s = [r[kind][case, c][1] for r in rounds]
+                print(
+                    f"  {kind:<10} {spread(rates, '{:.0f}')} req/s; p99 {spread(p99s, '{:.1f}')} ms"
+                )
+            for base in BASELINES:
+                ratios = [r["rastrillo"][case, c][0] / r[base][case, c][0] for r in rounds]
+                p99 = [r["rastrillo"][case, c][1] / r[base][case, c][1] for r in rounds]
+                print(
+                    f"  rastrillo/{base:<9} req/s {spread(ratios)};"
+                    f" p99 rastrillo/{base} {spread(p99)}"
+                )
 
 
 def main() -> None:
@@ -184,46 +374,49 @@ def main() -> None:
         serve(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5, help="each wrk run (default 5)")
+    parser.add_argument("--rounds", type=int, default=3, help="served rounds (default 3)")
+    parser.add_argument("--calls", type=int, default=2000, help="in-process, per round")
+    parser.add_argument("--in-process-only", action="store_true")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
+    python = bench_python("serve", REQUIREMENTS, with_checkout=True)
+    if Path(sys.prefix).resolve() != python.parent.parent.resolve():
+        os.execv(python, [str(python), __file__, *sys.argv[1:]])
+    if shutil.which("wrk") is None and not args.in_process_only:
         sys.exit("bench_serve needs wrk: apt-get install wrk")
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "bench.db")
         order_path, cookie = signed_in(db)
-        cases = {"anonymous page": (PATH, {}), "signed-in JSON read": (order_path, cookie)}
-        kinds = ("starlette", "rastrillo")
-        results = {
-            (case, kind): [] for case in cases for kind in kinds
-        }  # each round: {connections: (req/s, p99 ms)}
-        for _ in range(args.rounds):
-            for case, (path, headers) in cases.items():
-                for kind in kinds:
-                    results[case, kind].append(measure(kind, db, args.seconds, path, headers))
-    print(f"uvicorn, one worker; wrk -t1 -d{args.seconds}s; {args.rounds} rounds alternating")
-    for case, (path, _) in cases.items():
-        for c in CONNECTIONS:
-            print(f"{case} GET {path}, c{c}:")
-            for kind in kinds:
-                rates = [r[c][0] for r in results[case, kind]]
-                p99s = [r[c][1] for r in results[case, kind]]
-                print(
-                    f"  {kind:<10} {statistics.median(rates):7.0f} req/s"
-                    f" ({', '.join(f'{v:.0f}' for v in rates)});"
-                    f" p99 {statistics.median(p99s):6.1f} ms"
-                    f" ({', '.join(f'{v:.1f}' for v in p99s)})"
-                )
-            per_round = [
-                ours[c][0] / base[c][0]
-                for ours, base in zip(
-                    results[case, "rastrillo"], results[case, "starlette"], strict=True
-                )
-            ]
-            print(
-                f"  rastrillo/starlette: median {statistics.median(per_round):.2f}"
-                f" (rounds {', '.join(f'{v:.2f}' for v in per_round)})"
-            )
+        wall, cpu = asyncio.run(in_process(db, order_path, cookie, args.calls, 5))
+        print(
+            f"in-process signed-in GET {order_path}, {args.calls} calls x 5 rounds alternating,"
+            " µs per request: wall (round medians); CPU of the whole process (rounds)"
+        )
+        for kind in KINDS:
+            print(f"  {kind:<10} wall {spread(wall[kind], US)}; cpu {spread(cpu[kind], US)}")
+        for base in BASELINES:
+            for name, times in (("wall", wall), ("cpu", cpu)):
+                ratios = [a / b for a, b in zip(times["rastrillo"], times[base], strict=True)]
+                print(f"  rastrillo/{base:<9} {name} {spread(ratios)}")
+        print("  goal: rastrillo/litestar and rastrillo/starlette <= 1.0")
+        if args.in_process_only:
+            return
+        cases = {"anonymous page": (PAGE, {}), "signed-in JSON read": (order_path, cookie)}
+        rounds: list[dict[str, Served]] = []
+        for r in range(args.rounds):
+            order = KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]
+            rounds.append({kind: measure(kind, db, args.seconds, cases) for kind in order})
+    print(
+        f"served: uvicorn, one worker; wrk -t1 -d{args.seconds}s;"
+        f" {args.rounds} rounds alternating; req/s and p99 median (rounds)"
+    )
+    report_served(cases, rounds)
+    print(
+        "goals: signed-in read rastrillo/litestar >= 1.0 and rastrillo/starlette >= 1.2 at"
+        " c16 and c64, p99 rastrillo/litestar <= 1.0; anonymous page rastrillo/starlette >= 1.0"
+    )
+    print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import limits, sessions
+from . import limits, sessions, threads
 from .agents import MCP_PATH
 from .availability import UnavailableMiddleware, readiness, retryable, unavailable
 from .context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
@@ -239,7 +239,7 @@ class App:
         if pending is not None and (route.is_async or _has_form(request)):
             # An async handle, or a form read only for a live session: checked first, in
             # its own hop. A sync handle's is checked in its hop, by _checked_handle.
-            await run_in_threadpool(pending.check, scope)
+            await threads.in_thread(pending.check, scope)
             pending = None
         try:
             form = await _read_form(request, route, max_body)
@@ -257,7 +257,7 @@ class App:
                         Context(self, request, match.params, form, tool)
                     )
                 else:
-                    response = await run_in_threadpool(
+                    response = await threads.in_thread(
                         self._checked_handle, route, pending, request, match.params, form, tool
                     )
         except limits.BodyTooLarge:

@@ -18,6 +18,7 @@ database in use runs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -36,12 +37,14 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
+    Executable,
     Float,
     MetaData,
     Numeric,
     Row,
     String,
     Table,
+    TextClause,
     TypeDecorator,
     create_engine,
     event,
@@ -209,6 +212,11 @@ class Database:
             event.listen(self.engine, "do_connect", self._before_connect)
             event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
+            # One statement reads one consistent snapshot by itself (WAL, autocommit):
+            # it needs no BEGIN and ROLLBACK around it, which cost more than a short SELECT.
+            self._one_statement: Engine = self.engine.execution_options(
+                rastrillo_one_statement=True
+            )
         else:
             # Pre-ping: a connection the server dropped (a restart, an idle timeout)
             # is replaced before a request gets it, instead of failing that request.
@@ -220,6 +228,7 @@ class Database:
                 pool_timeout=_POOL_TIMEOUT_SECONDS,
             )
             event.listen(self.engine, "connect", _postgres_on_connect)
+            self._one_statement = self.engine
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -282,15 +291,17 @@ class Database:
             found = os.stat(self._file)
             self._file_identity = (found.st_dev, found.st_ino)
 
-    def query(self, sql: str, /, **params: Any) -> Sequence[Row[Any]]:
-        """Run one read query and return all its rows."""
-        with self.read() as conn:
-            return conn.execute(text(sql), params).all()
+    def query(self, sql: str | Executable, /, **params: Any) -> Sequence[Row[Any]]:
+        """Run one read query (SQL text or a built statement) and return all its rows."""
+        with self._one_statement.connect() as conn:
+            return conn.execute(_statement(sql), params).all()
 
-    def query_one(self, sql: str, /, **params: Any) -> Row[Any] | None:
-        """Run one read query and return its first row, or None."""
-        with self.read() as conn:
-            return conn.execute(text(sql), params).first()
+    def query_one(self, sql: str | Executable, /, **params: Any) -> Row[Any] | None:
+        """Run one read query (SQL text or a built statement) and return its first row, or
+        None. Like `query`, it sees every write committed before it, and on SQLite runs
+        with no transaction around it: a single statement reads one snapshot anyway."""
+        with self._one_statement.connect() as conn:
+            return conn.execute(_statement(sql), params).first()
 
     def execute(self, sql: str, /, **params: Any) -> int:
         """Run one write statement in its own transaction; returns rows affected."""
@@ -373,6 +384,17 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+@functools.lru_cache(maxsize=1024)
+def _text(sql: str) -> TextClause:
+    return text(sql)
+
+
+def _statement(sql: str | Executable) -> Executable:
+    """SQL text as a statement, made once per distinct text (parsing it for its binds
+    costs as much as a short SELECT); a built statement as it is."""
+    return _text(sql) if isinstance(sql, str) else sql
 
 
 def serialize(conn: Connection, name: str) -> None:
@@ -474,8 +496,10 @@ def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
-    write = conn.get_execution_options().get("rastrillo_write", False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+    options = conn.get_execution_options()
+    if options.get("rastrillo_one_statement", False):
+        return
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get("rastrillo_write", False) else "BEGIN")
 
 
 def upsert(

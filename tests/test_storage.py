@@ -273,3 +273,34 @@ def test_a_load_of_every_worker_thread_reuses_the_pools_sqlite_connections(tmp_p
     assert first >= 39  # one may be left open by open()
     load()
     assert (len(opened), failed) == (first, [])
+
+
+def test_a_one_statement_read_on_sqlite_sends_only_its_statement_and_sees_every_commit(
+    tmp_path,
+):
+    """``query``/``query_one`` run with no BEGIN and ROLLBACK around them on SQLite (a single
+    statement reads one snapshot anyway), yet see a row deleted a moment before by another
+    connection: what a session's revocation relies on. ``read()`` keeps its transaction, so
+    several statements in it read one snapshot."""
+    db = Database(str(tmp_path / "app.db"))
+    db.open()
+    db.execute("CREATE TABLE grants (id INTEGER PRIMARY KEY)")
+    db.execute("INSERT INTO grants (id) VALUES (1)")
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2].strip()))
+
+    assert db.query_one("SELECT id FROM grants WHERE id = :id", id=1) == (1,)
+    assert [row.id for row in db.query("SELECT id FROM grants")] == [1]
+    assert sent == ["SELECT id FROM grants WHERE id = ?", "SELECT id FROM grants"]
+
+    other = sqlite3.connect(tmp_path / "app.db")
+    other.execute("DELETE FROM grants WHERE id = 1")
+    other.commit()
+    other.close()
+    assert db.query_one("SELECT id FROM grants WHERE id = :id", id=1) is None
+
+    sent.clear()
+    with db.read() as conn:
+        conn.exec_driver_sql("SELECT count(*) FROM grants")
+        conn.exec_driver_sql("SELECT count(*) FROM grants")
+    assert sent[0] == "BEGIN"

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import threads
 from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from ..errors import ConfigError
 from ..options import DEFAULT_SESSION_LIFETIME
@@ -125,7 +125,7 @@ class SessionMiddleware:
         if not is_session_id(presented):
             state.check(scope)  # no query: a malformed id matches no row
         elif not self.deferred:
-            await run_in_threadpool(state.check, scope)
+            await threads.in_thread(state.check, scope)
         return state
 
     def cookie_header(

@@ -101,8 +101,7 @@ def find_session(db: Database, session_id: str) -> Session | None:
     """The valid session with this id, its idle expiry moved forward; else None."""
     digest = _digest(session_id)
     t = db.clock.now()
-    with db.read() as conn:
-        row = conn.execute(_FIND, {"digest": digest}).first()
+    row = db.query_one(_FIND, digest=digest)
     if row is None:
         return None
     if t >= min(row.expires, row.idle_expires):

@@ -16,7 +16,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import rastrillo
-from rastrillo import sessions
+from rastrillo import sessions, threads
 from rastrillo.app import App
 from rastrillo.context import USER_SCOPE_KEY
 
@@ -26,16 +26,19 @@ from .conftest import make_options
 @pytest.fixture
 def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The name of every function the request path sends to a worker thread, in order
-    (the real anyio call still runs it)."""
+    (the real hand-off still runs it; anyio's too, in case something sends work there)."""
     sent: list[str] = []
-    real = anyio.to_thread.run_sync
 
-    async def counting(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        named = func.func if isinstance(func, functools.partial) else func
-        sent.append(getattr(named, "__name__", repr(named)))
-        return await real(func, *args, **kwargs)
+    def counting(real: Callable[..., Any]) -> Callable[..., Any]:
+        async def counted(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            named = func.func if isinstance(func, functools.partial) else func
+            sent.append(getattr(named, "__name__", repr(named)))
+            return await real(func, *args, **kwargs)
 
-    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+        return counted
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting(anyio.to_thread.run_sync))
+    monkeypatch.setattr(threads, "in_thread", counting(threads.in_thread))
     return sent
 
 

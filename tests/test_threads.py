@@ -1,0 +1,85 @@
+"""The request path's hand-off to a worker thread (`rastrillo.threads.in_thread`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from rastrillo.threads import MAX_THREADS, in_thread
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id")
+
+
+def test_the_call_runs_off_the_loop_and_sees_the_callers_context() -> None:
+    async def main() -> tuple[int, int, str]:
+        request_id.set("r1")
+        loop_thread = threading.get_ident()
+        ran_in, seen = await in_thread(lambda: (threading.get_ident(), request_id.get()))
+        return loop_thread, ran_in, seen
+
+    loop_thread, ran_in, seen = asyncio.run(main())
+    assert ran_in != loop_thread
+    assert seen == "r1"
+
+
+def test_an_exception_reaches_the_caller() -> None:
+    def fail(message: str) -> None:
+        raise ValueError(message)
+
+    with pytest.raises(ValueError, match="no such order"):
+        asyncio.run(in_thread(fail, "no such order"))
+
+
+def test_a_cancelled_caller_waits_for_the_running_call_to_end() -> None:
+    """Like anyio's: a request cancelled mid-handle ends only after its handle did, so a
+    stopping server never reports a request done while its thread still writes."""
+    release = threading.Event()
+    events: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+
+        def handle() -> None:
+            loop.call_soon_threadsafe(started.set)
+            release.wait()
+            events.append("handle ended")
+
+        task = asyncio.create_task(in_thread(handle))
+        await started.wait()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=0.3)
+        assert not done, "the caller ended while its call still ran"
+        task.cancel()  # a second cancellation changes nothing
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        events.append("caller ended")
+
+    asyncio.run(main())
+    assert events == ["handle ended", "caller ended"]
+
+
+def test_up_to_max_threads_run_at_once_and_no_more() -> None:
+    running = 0
+    most = 0
+    lock = threading.Lock()
+    all_in = threading.Barrier(MAX_THREADS, timeout=10)  # broken if fewer can run at once
+
+    def work() -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        all_in.wait()
+        with lock:
+            running -= 1
+
+    async def main() -> None:
+        await asyncio.gather(*(in_thread(work) for _ in range(MAX_THREADS * 2)))
+
+    asyncio.run(main())
+    assert most == MAX_THREADS
