@@ -93,7 +93,7 @@ class Arg:
             object.__setattr__(self, "choices", tuple(self.choices))
         constraints = tuple((n, v) for n in ARG_KEYWORDS[2:] if (v := getattr(self, n)) is not None)
         object.__setattr__(self, "constraints", constraints)
-        problems = arg_problems(
+        problems = [] if self.plain else arg_problems(
             type=self.type,
             required=self.required,
             choices=self.choices,
@@ -111,7 +111,7 @@ class Arg:
     @property
     def plain(self) -> bool:
         """A required string with no constraint: what a plain description declares."""
-        return not self.declared()
+        return self.type is str and self.required is True and not self.constraints
 
     def declared(self) -> list[tuple[str, object]]:
         """The keyword arguments that differ from the defaults, in declaration order."""
@@ -292,15 +292,16 @@ class ArgMap(Mapping[str, Arg]):
 
 def _normalise(obj: Tool | ToolDef) -> None:
     """``access`` as the `Access` member (every check compares with ``is``), ``args`` frozen."""
-    try:
-        access = Access(obj.access) if isinstance(obj.access, str) else None
-    except ValueError:
-        access = None
-    if access is None:
-        raise ValueError(
-            f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
-        )
-    object.__setattr__(obj, "access", access)
+    if not isinstance(obj.access, Access):
+        try:
+            access = Access(obj.access) if isinstance(obj.access, str) else None
+        except ValueError:
+            access = None
+        if access is None:
+            raise ValueError(
+                f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
+            )
+        object.__setattr__(obj, "access", access)
     if not isinstance(obj.args, ArgMap):
         object.__setattr__(obj, "args", ArgMap(obj.args))
 
