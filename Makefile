@@ -7,6 +7,9 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 EXAMPLES := $(wildcard examples/*/app.py)
 ADDR ?= 127.0.0.1:8000
+# The suite runs on every core (at most 4), each module's tests on one worker so they
+# share its module fixtures; `make test PYTEST_ARGS=` runs it in one process.
+PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadscope
 
 .PHONY: demo test check bench clean
 
@@ -27,7 +30,7 @@ test: check
 	bash scripts/ensure-chromium
 	bash scripts/ensure-postgres
 	bash scripts/ensure-node-mcp
-	bash scripts/with-postgres $(BIN)/pytest
+	bash scripts/with-postgres $(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

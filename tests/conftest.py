@@ -83,3 +83,10 @@ def serve() -> Iterator:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of many server processes (the slowest) first: when ``make test`` runs
+    the suite on several workers, they then finish together rather than one idling
+    while another runs the longest module last."""
+    items.sort(key=lambda item: item.get_closest_marker("processes") is None)

@@ -6,6 +6,7 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -35,6 +36,11 @@ OPTIONS = rastrillo.Options(
 if __name__ == "__main__":
     raise SystemExit(rastrillo.run(OPTIONS))
 '''
+
+
+# Building an httpx client loads a CA bundle, ~20 ms of CPU; the suite builds thousands
+# of clients of loopback servers, which speak plain HTTP, so they share one TLS context.
+TLS = ssl.create_default_context()
 
 
 def write_app(
@@ -106,19 +112,21 @@ class Server:
 
     def client(self, **kwargs: object) -> httpx.Client:
         transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
+        kwargs.setdefault("verify", TLS)
+        kwargs.setdefault("timeout", 30)  # not httpx's 5 s: a loaded CI machine answers slowly
         return httpx.Client(base_url=self.base_url, transport=transport, **kwargs)  # type: ignore[arg-type]
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 60  # a loaded CI machine starts slowly
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
-            try:
-                with self.client() as c:
+        with self.client() as c:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
+                try:
                     if c.get("/healthz").status_code == 200:
                         return
-            except httpx.TransportError:
-                time.sleep(0.05)
+                except httpx.TransportError:
+                    time.sleep(0.05)
         raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:

@@ -36,7 +36,7 @@ def test_new_refuses_an_existing_folder(tmp_path, monkeypatch, capsys):
     assert main(["new", "bad-name"]) == 1
 
 
-def _wait_for(url: str, predicate, timeout: float = 20) -> httpx.Response:
+def _wait_for(url: str, predicate, timeout: float = 60) -> httpx.Response:
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
