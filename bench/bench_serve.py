@@ -15,11 +15,13 @@ Two requests, each answered by all four apps doing the same work through the sam
   bare Starlette, p99 no worse than Litestar's.
 
 Served: each app under uvicorn, one worker (asyncio loop, h11), loaded by wrk
-(``-t1``) at 16 and 64 connections with p99 latency; rounds alternate the apps,
-in a rotating order, so machine noise hits them alike. In-process: the same
-signed-in request, a hand-built ASGI scope, sent straight into each app in one
-process, apps alternating each round; goal: Rastrillo's time per request no more
-than Litestar's or bare Starlette's.
+(``-t1``) at 16 and 64 connections with p99 latency, and the server process's CPU
+time per request (from ``/proc``): on a machine shared with other work, requests
+per second follow the share of the cores the server is given, CPU per request
+does not. Rounds alternate the apps, in a rotating order, so noise hits them alike.
+In-process: the same signed-in request, a hand-built ASGI scope, sent straight
+into each app in one process, apps alternating each round; goal: Rastrillo's time
+per request no more than Litestar's or bare Starlette's.
 
 FastAPI and Litestar are bench-only: the bench makes ``bench/.venv-serve`` on
 first run (this checkout installed editable, plus both) and runs itself, every
@@ -243,21 +245,43 @@ def wait_for(url: str, headers: dict[str, str], process: subprocess.Popen[bytes]
         time.sleep(0.1)
 
 
-def wrk(url: str, connections: int, seconds: int, headers: dict[str, str]) -> tuple[float, float]:
-    """Requests per second, and p99 latency in ms."""
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """One wrk run against one server."""
+
+    rate: float
+    """Requests per second."""
+    p99: float
+    """99th percentile latency, ms."""
+    cpu: float
+    """The server process's CPU time per request, µs: what a request costs whatever
+    share of the cores the machine's other work leaves the server."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(url: str, connections: int, seconds: int, headers: dict[str, str], pid: int) -> Load:
     flags = [f for k, v in headers.items() for f in ("-H", f"{k}: {v}")]
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "--latency"]
+    cpu_before = cpu_seconds(pid)
     out = subprocess.run([*command, *flags, url], capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pid) - cpu_before
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+)", out)
     if "Non-2xx" in out or (errors is not None and any(int(n) for n in errors.groups())):
         raise RuntimeError(f"{url} answered errors:\n{out}")
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    done = int(re.search(r"(\d+) requests in", out).group(1))
     p99, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()
-    return rate, float(p99) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    return Load(rate, float(p99) * scale, cpu / done * 1e6)
 
 
 Case = tuple[str, dict[str, str]]
-Served = dict[tuple[str, int], tuple[float, float]]
+Served = dict[tuple[str, int], Load]
 
 
 def measure(kind: str, db: str, seconds: int, cases: dict[str, Case]) -> Served:
@@ -269,9 +293,9 @@ def measure(kind: str, db: str, seconds: int, cases: dict[str, Case]) -> Served:
         for case, (path, headers) in cases.items():
             url = f"http://127.0.0.1:{port}{path}"
             wait_for(url, headers, process)
-            wrk(url, 16, 1, headers)  # warm up
+            wrk(url, 16, 1, headers, process.pid)  # warm up
             for c in CONNECTIONS:
-                found[case, c] = wrk(url, c, seconds, headers)
+                found[case, c] = wrk(url, c, seconds, headers, process.pid)
         return found
     finally:
         process.terminate()
@@ -355,17 +379,19 @@ def report_served(cases: dict[str, Case], rounds: list[dict[str, Served]]) -> No
         for c in CONNECTIONS:
             print(f"{case}, GET {path}, c{c}:")
             for kind in KINDS:
-                rates = [r[kind][case, c][0] for r in rounds]
-                p99s = [r[kind][case, c][1] for r in rounds]
+                runs = [r[kind][case, c] for r in rounds]
                 print(
-                    f"  {kind:<10} {spread(rates, '{:.0f}')} req/s; p99 {spread(p99s, '{:.1f}')} ms"
+                    f"  {kind:<10} {spread([x.rate for x in runs], US)} req/s;"
+                    f" p99 {spread([x.p99 for x in runs], '{:.1f}')} ms;"
+                    f" server CPU {spread([x.cpu for x in runs], US)} µs/req"
                 )
             for base in BASELINES:
-                ratios = [r["rastrillo"][case, c][0] / r[base][case, c][0] for r in rounds]
-                p99 = [r["rastrillo"][case, c][1] / r[base][case, c][1] for r in rounds]
+                pairs = [(r["rastrillo"][case, c], r[base][case, c]) for r in rounds]
+                rate = spread([ours.rate / theirs.rate for ours, theirs in pairs])
+                p99 = spread([ours.p99 / theirs.p99 for ours, theirs in pairs])
+                cpu = spread([theirs.cpu / ours.cpu for ours, theirs in pairs])
                 print(
-                    f"  rastrillo/{base:<9} req/s {spread(ratios)};"
-                    f" p99 rastrillo/{base} {spread(p99)}"
+                    f"  rastrillo/{base:<9} req/s {rate}; p99 {p99}; requests per CPU second {cpu}"
                 )
 
 

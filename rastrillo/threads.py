@@ -3,55 +3,107 @@ session's row check.
 
 Starlette's ``run_in_threadpool`` goes through ``anyio.to_thread.run_sync``, whose
 capacity limiter, cancel scope and per-loop lookups cost about twice the CPU of the
-hand-off itself; every signed-in request pays for one. This hands the call to a
-``concurrent.futures.ThreadPoolExecutor`` instead, with what anyio guarantees kept:
-at most :data:`MAX_THREADS` threads (anyio's default limit), the caller's context
-variables seen in the thread, and a caller cancelled while the call runs still waits
-for it to end, so nothing a handler does outlives its request.
+hand-off itself, and a ``concurrent.futures`` executor builds a lock-backed future per
+call; every signed-in request pays for one hop. Here a call is one tuple on a
+``SimpleQueue`` and its outcome one ``call_soon_threadsafe``, with what anyio
+guarantees kept: at most :data:`MAX_THREADS` threads (anyio's default limit), the
+caller's context variables seen in the thread, and a caller cancelled while its call
+is queued or running still waits for the call to end, so nothing a handler does
+outlives its request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["MAX_THREADS", "in_thread"]
 
 MAX_THREADS = 40
 """Worker threads of the process at most, as many as Starlette's own pool allows."""
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+
+class _Call:
+    """One call's outcome, settled on the event loop when the call ends."""
+
+    __slots__ = ("ended", "outcome", "settled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.outcome: asyncio.Future[Any] = loop.create_future()
+        self.settled = False
+        self.ended: asyncio.Future[None] | None = None
+        """Set when a caller cancelled before the end waits for the end."""
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="rastrillo")
-    return _pool
+_calls: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+_lock = threading.Lock()
+_idle = 0  # threads waiting for a call and not yet promised one
+_threads = 0
 
 
-async def in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """``func(*args, **kwargs)`` run in a worker thread, in a copy of the caller's context."""
-    context = contextvars.copy_context()
-    future: Future[T] = _executor().submit(context.run, func, *args, **kwargs)
+async def in_thread(func: Callable[..., T], /, *args: Any) -> T:
+    """``func(*args)`` run in a worker thread, in a copy of the caller's context."""
+    global _idle, _threads
+    loop = asyncio.get_running_loop()
+    call = _Call(loop)
+    with _lock:
+        if _idle:
+            _idle -= 1
+        elif _threads < MAX_THREADS:
+            _threads += 1
+            threading.Thread(target=_work, name=f"rastrillo-{_threads}", daemon=True).start()
+    _calls.put((loop, call, contextvars.copy_context(), func, args))
     try:
-        return await asyncio.wrap_future(future)
+        return await call.outcome
     except asyncio.CancelledError:
-        if future.cancel():  # still queued: it never runs
-            raise
-        while not future.done():  # running: wait for its end, however often cancelled
-            try:
-                await asyncio.wrap_future(future)
-            except BaseException:  # its own outcome, or another cancellation
-                continue
+        if not call.settled:  # the call goes on in its thread: wait for its end
+            ended = call.ended = loop.create_future()
+            while not ended.done():
+                try:
+                    await asyncio.wait((ended,))  # which, cancelled, leaves ``ended`` be
+                except asyncio.CancelledError:
+                    continue
         raise
+
+
+def _work() -> None:
+    global _idle
+    while True:
+        _run(*_calls.get())
+        with _lock:
+            _idle += 1
+
+
+def _run(
+    loop: asyncio.AbstractEventLoop,
+    call: _Call,
+    context: contextvars.Context,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+) -> None:
+    try:
+        result = context.run(func, *args)
+    except BaseException as exc:
+        outcome: tuple[Any, BaseException | None] = (None, exc)
+    else:
+        outcome = (result, None)
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
+        loop.call_soon_threadsafe(_settle, call, *outcome)
+
+
+def _settle(call: _Call, result: Any, exc: BaseException | None) -> None:
+    call.settled = True
+    if not call.outcome.cancelled():
+        if exc is None:
+            call.outcome.set_result(result)
+        else:
+            call.outcome.set_exception(exc)
+    if call.ended is not None:
+        call.ended.set_result(None)
