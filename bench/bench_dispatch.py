@@ -22,12 +22,24 @@ Then an approved write, ``buy`` (``POST /events/1/buy``, one ticket):
 - (w) raw ASGI write: the same POST, hand-built, with no approval (the floor an
   unguarded in-process write pays).
 
-Rounds alternate the ways so machine noise hits them alike; each round
-reports the median call, and the result is the median of the rounds. Goals: dispatch
-<= 1.0 x (a) and <= 0.6 x (b); approved write <= 1.0 x an unguarded write, the whole
-cycle <= 1.5 x it.
+And the peers, unguarded (no session, no approval), in-process, on a copy of the
+same database, run by ``peer_tools.py`` in the bench-only venv ``venvs.py``
+makes (fastapi-mcp 0.4 needs ``mcp`` 1.x):
 
-    python bench/bench_dispatch.py [--calls 500] [--rounds 5]
+- fastapi-mcp read and write: the same SQL behind FastAPI endpoints, each call
+  made as fastapi-mcp's MCP server makes it (httpx through ``ASGITransport``);
+- FastMCP read and write: the same SQL as ``mcp``'s ``FastMCP`` tools, called
+  with ``call_tool`` (it runs a sync tool on the event loop: no thread hop).
+
+The ways are alternated call by call (paired): each step runs every way once, in
+an order rotating from step to step, so noise from elsewhere on the machine hits
+all of them alike instead of one way's whole round. The peers run in their own
+process, so a round is made of ten short chunks, ours and theirs taking turns.
+Each round reports each way's median call; the result is the median of the
+rounds. Goals: dispatch <= 1.0 x (a) and <= 0.6 x (b); approved write <= 1.0 x
+fastapi-mcp's unguarded write, the whole cycle <= 1.5 x it.
+
+    python bench/bench_dispatch.py [--calls 500] [--rounds 5] [--no-peers]
 """
 
 from __future__ import annotations
@@ -35,8 +47,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +59,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+from venvs import fastapi_mcp_python
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKETS = ROOT / "examples" / "tickets"
@@ -53,6 +69,7 @@ from rastrillo import Actor, handler  # noqa: E402
 from rastrillo.context import TOOL_CALL_SCOPE_KEY  # noqa: E402
 from rastrillo.loader import load_options  # noqa: E402
 from rastrillo.sessions import cookie_name, create_session  # noqa: E402
+from rastrillo.storage import Database  # noqa: E402
 from rastrillo.tools import (  # noqa: E402
     Call,
     ConfirmRequired,
@@ -71,27 +88,73 @@ WRITE_PATH = "/events/1/buy"
 WRITE_ARGS = {"id": "1", "quantity": 1}
 
 
-async def timed(calls: int, one: Callable[[], Awaitable[object]]) -> float:
-    """Median microseconds of ``calls`` sequential calls (robust to a noisy machine)."""
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        await one()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+Way = tuple[Callable[[], Awaitable[object]], Callable[[object], Awaitable[object]]]
+"""An untimed setup, and the timed call given what the setup made."""
 
 
-async def timed_after(
-    calls: int, setup: Callable[[], Awaitable[object]], one: Callable[[object], Awaitable[object]]
-) -> float:
-    """:func:`timed`, each call given what an untimed ``setup`` made for it."""
-    times = []
-    for _ in range(calls):
-        made = await setup()
-        start = time.perf_counter()
-        await one(made)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+async def paired(calls: int, ways: dict[str, Way]) -> dict[str, list[float]]:
+    """Microseconds of each call of each way, the ways alternated call by call.
+
+    Each of ``calls`` steps runs every way once, in an order that rotates from step
+    to step, so a burst of load from elsewhere on the machine hits every way alike
+    rather than one way's whole round. Each way is ``(setup, one)``: ``setup`` runs
+    untimed and what it makes is given to the timed ``one``.
+    """
+    names = list(ways)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for step in range(calls):
+        for name in names[step % len(names) :] + names[: step % len(names)]:
+            setup, one = ways[name]
+            made = await setup()
+            start = time.perf_counter()
+            await one(made)
+            times[name].append((time.perf_counter() - start) * 1e6)
+    return times
+
+
+def _ignoring(one: Callable[[], Awaitable[object]]) -> Callable[[object], Awaitable[object]]:
+    async def call(_: object) -> object:
+        return await one()
+
+    return call
+
+
+class Peer:
+    """fastapi-mcp and FastMCP calling the same read and write in-process, in their own
+    venv (``venvs.py``) and process (``peer_tools.py``), on a copy of our database."""
+
+    def __init__(self, tmp: Path, db: Database, calls: int) -> None:
+        """``calls``: how many calls of each way a chunk makes."""
+        copy = tmp / "peer.db"
+        assert db.engine.url.database is not None
+        with sqlite3.connect(db.engine.url.database) as ours, sqlite3.connect(copy) as theirs:
+            ours.backup(theirs)
+        self.process = subprocess.Popen(
+            [
+                str(fastapi_mcp_python()),
+                str(Path(__file__).with_name("peer_tools.py")),
+                str(copy),
+                str(calls),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def chunk(self) -> dict[str, list[float]]:
+        """One chunk of the round's calls, each call's microseconds per way."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("chunk\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"peer_tools.py ended: {self.process.wait()}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(30)
 
 
 def report(title: str, times: dict[str, list[float]]) -> dict[str, float]:
@@ -113,14 +176,16 @@ def ratio(times: dict[str, list[float]], top: str, bottom: str, goal: str) -> No
     )
 
 
-async def main(calls: int, rounds: int) -> None:
+async def main(calls: int, rounds: int, peers: bool) -> None:
     tmp = Path(tempfile.mkdtemp())
     try:
         options = load_options(TICKETS)
         app = handler(dataclasses.replace(options, db=str(tmp / "bench.db")))
         session = create_session(app.db, "1")
+        app.db.execute("UPDATE events SET tickets_left = 100000000 WHERE id = 1")
+        peer = Peer(tmp, app.db, calls // 10) if peers else None
         agent = Actor.agent("bench")
-        marker = ToolCallMarker(Actor(human=False, name="bench", user_id="1"), "bench")
+        marker = ToolCallMarker(Actor(human=False, name="bench", user_id="1"))
         cookie = f"{cookie_name(app.origin)}={session}".encode()
         call = Call(tool=TOOL, args=ARGS, actor=agent, session=session)
 
@@ -129,9 +194,7 @@ async def main(calls: int, rounds: int) -> None:
             assert result.status == 200, result.text
             return result
 
-        async def asgi(
-            method: str, path: str, query: bytes, body: bytes, headers: list
-        ) -> bytes:
+        async def asgi(method: str, path: str, query: bytes, body: bytes, headers: list) -> bytes:
             scope = {
                 "type": "http",
                 "asgi": {"version": "3.0"},
@@ -181,22 +244,14 @@ async def main(calls: int, rounds: int) -> None:
             assert response.status_code == 200
             return response
 
-        ways = {"dispatch": by_dispatch, "(a) raw ASGI": raw, "(b) httpx ASGITransport": by_httpx}
-        answers = {name: await one() for name, one in ways.items()}
+        reads = {"dispatch": by_dispatch, "(a) raw ASGI": raw, "(b) httpx ASGITransport": by_httpx}
+        answers = {name: await one() for name, one in reads.items()}
         assert answers["dispatch"].body == answers["(a) raw ASGI"]  # type: ignore[attr-defined]
-        for one in ways.values():  # warm up
-            await timed(50, one)
-        times: dict[str, list[float]] = {name: [] for name in ways}
-        for _ in range(rounds):
-            for name, one in ways.items():
-                times[name].append(await timed(calls, one))
-        await client.aclose()
-        title = f"{TOOL} ({PATH}?{QUERY.decode()}), {calls} calls x {rounds} rounds, µs per call:"
-        report(title, times)
-        ratio(times, "dispatch", "(a) raw ASGI", "<= 1.0")
-        ratio(times, "dispatch", "(b) httpx ASGITransport", "<= 0.6")
 
-        app.db.execute("UPDATE events SET tickets_left = 100000000 WHERE id = 1")
+        async def nothing() -> None:
+            return None
+
+        ways = {name: (nothing, _ignoring(one)) for name, one in reads.items()}
         write = Call(tool=WRITE, args=WRITE_ARGS, actor=agent, session=session)
         form = b"quantity=1"
         form_headers = [
@@ -225,9 +280,6 @@ async def main(calls: int, rounds: int) -> None:
         async def cycle(_: object) -> object:
             return await run_approved(await approved())
 
-        async def nothing() -> None:
-            return None
-
         async def raw_write(_: object) -> object:
             return await asgi("POST", WRITE_PATH, b"", form, form_headers)
 
@@ -236,17 +288,49 @@ async def main(calls: int, rounds: int) -> None:
             "consent cycle": (nothing, cycle),
             "(w) raw ASGI write": (nothing, raw_write),
         }
-        write_calls = max(calls // 5, 20)
-        for setup, one in writes.values():  # warm up
-            await timed_after(20, setup, one)
-        wtimes: dict[str, list[float]] = {name: [] for name in writes}
+        write_calls = max(calls // 5, 40)
+        await paired(50, ways)  # warm up
+        await paired(20, writes)
+        times: dict[str, list[float]] = {}
+        wtimes: dict[str, list[float]] = {}
+        ptimes: dict[str, list[float]] = {}
+        chunks = 10
         for _ in range(rounds):
-            for name, (setup, one) in writes.items():
-                wtimes[name].append(await timed_after(write_calls, setup, one))
+            # Each round in short chunks, ours and the peers' taking turns, so a burst of
+            # load from elsewhere falls on both processes alike; its median per way.
+            taken: dict[str, list[float]] = {}
+            for _ in range(chunks):
+                made = [
+                    await paired(calls // chunks, ways),
+                    await paired(write_calls // chunks, writes),
+                ]
+                if peer is not None:
+                    made.append(peer.chunk())
+                for part in made:
+                    for name, values in part.items():
+                        taken.setdefault(name, []).extend(values)
+            for name, values in taken.items():
+                whole = wtimes if name in writes else times if name in ways else ptimes
+                whole.setdefault(name, []).append(statistics.median(values))
+        await client.aclose()
+        title = f"{TOOL} ({PATH}?{QUERY.decode()}), {calls} calls x {rounds} rounds, µs per call:"
+        report(title, times)
+        ratio(times, "dispatch", "(a) raw ASGI", "<= 1.0")
+        ratio(times, "dispatch", "(b) httpx ASGITransport", "<= 0.6")
         title = f"{WRITE} ({WRITE_PATH}), {write_calls} calls x {rounds} rounds, µs per call:"
         report(title, wtimes)
         ratio(wtimes, "approved write", "(w) raw ASGI write", "<= 1.0 x an unguarded write")
         ratio(wtimes, "consent cycle", "(w) raw ASGI write", "<= 1.5 x an unguarded write")
+        if peer is not None:
+            peer.close()
+            title = f"peers, in-process, unguarded, {calls} calls x {rounds} rounds, µs per call:"
+            report(title, ptimes)
+            both = {**times, **wtimes, **ptimes}
+            ratio(both, "dispatch", "fastapi-mcp read", "-")
+            ratio(both, "dispatch", "FastMCP read", "-")
+            ratio(both, "approved write", "fastapi-mcp write", "<= 1.0")
+            ratio(both, "consent cycle", "fastapi-mcp write", "<= 1.5")
+            ratio(both, "approved write", "FastMCP write", "-")
         audit.flush(app.db)  # every audit row written before its database is deleted
         app.db.dispose()
     finally:
@@ -257,5 +341,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--no-peers", action="store_true", help="leave out fastapi-mcp and FastMCP (no venv)"
+    )
     ns = parser.parse_args()
-    asyncio.run(main(ns.calls, ns.rounds))
+    asyncio.run(main(ns.calls, ns.rounds, not ns.no_peers))

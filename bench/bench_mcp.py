@@ -37,7 +37,7 @@ import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from venvs import bench_python
+from venvs import fastapi_mcp_python
 
 ITEMS = {str(i): {"id": str(i), "name": f"item {i}", "price": i * 3} for i in range(1, 101)}
 
@@ -92,10 +92,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def fastapi_mcp_python() -> Path:
-    return bench_python("fastapi-mcp", ["fastapi-mcp==0.4.0", "mcp>=1.10,<2", "uvicorn>=0.30,<1"])
 
 
 def wait_up(url: str, process: subprocess.Popen) -> None:

@@ -39,3 +39,13 @@ def bench_python(name: str, requirements: Sequence[str], *, with_checkout: bool 
     subprocess.run(install, check=True)
     stamp.write_text(record)
     return python
+
+
+FASTAPI_MCP = ["fastapi-mcp==0.4.0", "mcp>=1.10,<2", "uvicorn>=0.30,<1", "sqlalchemy>=2,<3"]
+"""fastapi-mcp 0.4 needs ``mcp`` 1.x (whose ``FastMCP`` comes with it), the framework has
+2.x: ``bench_mcp.py`` serves it, ``bench_dispatch.py`` calls it and FastMCP in-process."""
+
+
+def fastapi_mcp_python() -> Path:
+    """The Python of ``bench/.venv-fastapi-mcp``, the one venv of the MCP peers."""
+    return bench_python("fastapi-mcp", FASTAPI_MCP)

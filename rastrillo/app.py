@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -155,6 +155,11 @@ class App:
         """How long an agent's proposed write waits for approval (``Options.approval_ttl``)."""
         return self.options.approval_ttl
 
+    @property
+    def tools(self) -> Sequence[ToolDef]:
+        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks."""
+        return self.options.tools
+
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""
         with self._start_lock:
@@ -286,10 +291,16 @@ class App:
         form: dict[str, str],
         tool: ToolDef | None,
     ) -> Any:
-        """A sync ``handle``, in a worker thread: the session's row checked first, there."""
+        """A sync ``handle``, in a worker thread: the session's row checked first, there,
+        and a dispatched write's audit row written after it (``ToolCallMarker.handled``)."""
         if pending is not None:
             pending.check(request.scope)
-        return route.handle(Context(self, request, params, form, tool))
+        response = route.handle(Context(self, request, params, form, tool))
+        if self.options.wrap is None:  # nothing of the app's between: this is the response
+            handled = getattr(request.scope.get(TOOL_CALL_SCOPE_KEY), "handled", None)
+            if handled is not None:
+                handled(response)
+        return response
 
 
 def _has_form(request: Request) -> bool:

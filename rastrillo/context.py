@@ -101,6 +101,12 @@ class Context:
                 raise ConfigError(
                     "ctx.args reads the args a TOOL declares, and this action declares none"
                 )
+            checked = getattr(self.request.scope.get(TOOL_CALL_SCOPE_KEY), "args", None)
+            if checked is not None:
+                # A dispatched call: dispatch checked these very values by the same
+                # declaration and sent their canonical texts, which would parse back to them.
+                self._args = MappingProxyType(checked)
+                return self._args
             if self.request.method in ("GET", "HEAD"):
                 source: Mapping[str, str] = self.request.query_params
             else:

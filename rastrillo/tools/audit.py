@@ -237,7 +237,17 @@ def _text(value: Any) -> str:
     surrogate (not UTF-8) and a NUL (refused by PostgreSQL) escaped as ``\\udxxx``
     and ``\\x00``."""
     text = value if isinstance(value, str) else repr(value)
+    if text.isascii() and "\x00" not in text:
+        return text  # the usual case: nothing to escape
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+_TEXT_COLUMNS = [
+    (column.name, column.type.length, column.nullable)
+    for column in audit_table.columns
+    if isinstance(column.type, String)
+]
+"""Each text column's name, length (None: unbounded) and whether it takes NULL."""
 
 
 def _storable(row: dict[str, Any]) -> dict[str, Any]:
@@ -246,15 +256,14 @@ def _storable(row: dict[str, Any]) -> dict[str, Any]:
     row["args"] = json.dumps(
         {_text(k): _json_scalar(v) for k, v in args.items()}, ensure_ascii=False
     )
-    for column in audit_table.columns:
-        value = row.get(column.name)
-        if not isinstance(column.type, String) or (value is None and column.nullable):
+    for name, limit, nullable in _TEXT_COLUMNS:
+        value = row.get(name)
+        if value is None and nullable:
             continue
         text = _text(value)
-        limit = column.type.length
         if limit is not None and len(text) > limit:
             text = text[: limit - 1] + "…"
-        row[column.name] = text
+        row[name] = text
     return row
 
 
@@ -336,12 +345,15 @@ class _Writer:
         self._done = 0
         self._lost = 0
         self._running = False
+        self._idle = False
+        """The thread waits for rows: a new row must wake it."""
 
     def put(self, row: dict[str, Any]) -> None:
         with self._cond:
             self._rows.append(row)
             self._queued += 1
-            self._cond.notify()
+            if self._idle:
+                self._cond.notify()
             if not self._running:
                 self._running = True
                 threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
@@ -371,7 +383,9 @@ class _Writer:
             time.sleep(self._LINGER_SECONDS)  # let a batch gather: one commit for many rows
             with self._cond:
                 if not self._rows:
+                    self._idle = True
                     self._cond.wait(self._IDLE_SECONDS)
+                    self._idle = False
                 if not self._rows:
                     self._running = False
                     return

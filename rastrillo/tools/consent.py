@@ -152,9 +152,49 @@ def request_approval(
         "expires_at": now + ttl,
     }
     with db.write() as conn:
-        conn.execute(approvals_table.insert().values(**row))
+        conn.execute(_INSERT, row)
     return _record({**row, "decided_by": None, "decided_at": None, "used_at": None})
 
+
+# Each statement built once, its values bound per call: SQLAlchemy compiles it once.
+_INSERT = approvals_table.insert()
+_GET = select(approvals_table).where(approvals_table.c.id == bindparam("approval_id"))
+_DECIDE = (
+    update(approvals_table)
+    .where(
+        approvals_table.c.id == bindparam("approval_id"),
+        approvals_table.c.user_id == bindparam("user"),
+        approvals_table.c.status == "pending",
+        approvals_table.c.expires_at > bindparam("now"),
+    )
+    .values(
+        status=bindparam("decision"), decided_by=bindparam("user"), decided_at=bindparam("now")
+    )
+    .returning(*approvals_table.c)
+)
+"""A decision, built once: the user's own pending, unexpired approval decided; it returns
+the row as decided."""
+_SAME_CALL = (
+    approvals_table.c.digest == bindparam("wanted"),
+    approvals_table.c.user_id == bindparam("user"),
+    approvals_table.c.used_at.is_(None),
+    approvals_table.c.expires_at > bindparam("now"),
+)
+"""An approval of the identical call (same digest), for the same user, unused and unexpired."""
+_IDENTICAL = (
+    select(approvals_table)
+    .where(*_SAME_CALL, approvals_table.c.status.in_(("approved", "pending")))
+    .order_by(approvals_table.c.created_at)
+)
+_USE_IDENTICAL = (
+    update(approvals_table)
+    .where(
+        approvals_table.c.id == bindparam("approval_id"),
+        approvals_table.c.status == "approved",
+        *_SAME_CALL,
+    )
+    .values(used_at=bindparam("now"))
+)
 
 _REDEEM = (
     update(approvals_table)
@@ -178,9 +218,7 @@ def get(db: Database, approval_id: str) -> ApprovalRecord | None:
     if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
         return None
     with db.read() as conn:
-        row = conn.execute(
-            select(approvals_table).where(approvals_table.c.id == approval_id)
-        ).first()
+        row = conn.execute(_GET, {"approval_id": approval_id}).first()
     return None if row is None else _record(row._mapping)
 
 
@@ -200,26 +238,21 @@ def decide(
     """
     user_id = _deciding_user(request_or_user_id)
     now = db.clock.now()
+    decision = {
+        "approval_id": approval_id,
+        "user": user_id,
+        "now": now,
+        "decision": "approved" if approve else "declined",
+    }
     with db.write() as conn:
-        done = conn.execute(
-            update(approvals_table)
-            .where(
-                approvals_table.c.id == approval_id,
-                approvals_table.c.user_id == user_id,
-                approvals_table.c.status == "pending",
-                approvals_table.c.expires_at > now,
-            )
-            .values(
-                status="approved" if approve else "declined", decided_by=user_id, decided_at=now
-            )
-        ).rowcount
+        decided = conn.execute(_DECIDE, decision).first()
+    if decided is not None:
+        return _record(decided._mapping)
     record = get(db, approval_id)
     if record is None or user_id is None or record.user_id != user_id:
         raise ApprovalInvalid(approval_id, "unknown")
-    if not done:
-        state = record.state(now)
-        raise ApprovalInvalid(approval_id, "expired" if state == "expired" else "decided")
-    return record
+    state = record.state(now)
+    raise ApprovalInvalid(approval_id, "expired" if state == "expired" else "decided")
 
 
 def redeem(
@@ -283,19 +316,9 @@ def redeem_identical(
     asking the human twice. None when there is neither.
     """
     wanted = digest(tool, args, actor, user_id, sentence)
-    now = db.clock.now()
-    same = (
-        approvals_table.c.digest == wanted,
-        approvals_table.c.user_id == user_id,
-        approvals_table.c.used_at.is_(None),
-        approvals_table.c.expires_at > now,
-    )
+    same = {"wanted": wanted, "user": user_id, "now": db.clock.now()}
     with db.read() as conn:
-        rows = conn.execute(
-            select(approvals_table)
-            .where(*same, approvals_table.c.status.in_(("approved", "pending")))
-            .order_by(approvals_table.c.created_at)
-        ).all()
+        rows = conn.execute(_IDENTICAL, same).all()
     pending: ApprovalRecord | None = None
     for row in rows:
         record = _record(row._mapping)
@@ -303,13 +326,7 @@ def redeem_identical(
             pending = pending or record
             continue
         with db.write() as conn:
-            won = conn.execute(
-                update(approvals_table)
-                .where(
-                    approvals_table.c.id == record.id, approvals_table.c.status == "approved", *same
-                )
-                .values(used_at=now)
-            ).rowcount
+            won = conn.execute(_USE_IDENTICAL, {**same, "approval_id": record.id}).rowcount
         if won == 1:
             assert record.decided_by is not None and record.decided_at is not None
             return Approval(

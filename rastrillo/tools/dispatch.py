@@ -22,17 +22,18 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 from urllib.parse import quote_plus, unquote, urlsplit
 
 import anyio
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from rastrillo import threads
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
@@ -59,7 +60,8 @@ log = logging.getLogger("rastrillo.tools")
 
 
 class Target(Protocol):
-    """What dispatch needs of the app: an ASGI app with its database, origin and approval TTL.
+    """What dispatch needs of the app: an ASGI app with its database, origin, approval TTL
+    and registry.
 
     ``rastrillo.handler(options)`` returns one.
     """
@@ -67,6 +69,8 @@ class Target(Protocol):
     db: Database
     origin: str
     approval_ttl: timedelta
+    tools: Sequence[ToolDef]
+    """The registry ``dispatch(app, call)`` checks a call against."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
@@ -119,7 +123,7 @@ class Result:
         return json.loads(self.body)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallMarker:
     """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
 
@@ -130,18 +134,35 @@ class ToolCallMarker:
     """
 
     actor: Actor
-    call_id: str
-    approval: Approval | None = None
     session: Session | None = None
     """The call's session as the dispatcher found it (a write's), so the session
     middleware need not look it up again; None, and it looks it up as for a browser."""
     route: str | None = None
     """The tool's route path (``/notes/{id}``): the router matches the request
     against it alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    args: Mapping[str, ArgValue | None] | None = None
+    """Every declared arg's canonical value as dispatch checked it (None for an
+    optional one left out): ``ctx.args`` of the request, which it then need not
+    parse again from the query or form that carries the same values."""
+    handled: Callable[[object], None] | None = None
+    """For an approved write: called with what a sync ``handle`` returned, in the
+    worker thread that ran it, when nothing of the app's stands between the router and
+    the response (no ``Options.wrap``). It writes the call's audit row there, so the
+    row costs no thread hop of its own."""
 
 
-async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
-    """Check ``call`` against the registry ``defs`` and consent, then run it through ``app``.
+@overload
+async def dispatch(app: Target, call: Call, /) -> Result: ...
+@overload
+async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result: ...
+async def dispatch(
+    app: Target, defs: Sequence[ToolDef] | Call | None = None, call: Call | None = None
+) -> Result:
+    """Check ``call`` against the registry and consent, then run it through ``app``.
+
+    ``dispatch(app, call)`` checks it against the app's own registry
+    (``app.tools``, the ``Options.tools`` it was built with);
+    ``dispatch(app, defs, call)`` against the registry ``defs``.
 
     Raises a :class:`ToolError` for a refused call, whatever the call holds,
     the handler never reached: :class:`UnknownTool`, :class:`UnknownArg`,
@@ -153,6 +174,7 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     worker thread, never on the event loop; the audit row of an approved
     write is committed before this returns.
     """
+    defs, call = _registry_and_call(app, defs, call)
     started = time.perf_counter()
     call_id = call.call_id or f"{_RUN}-{next(_SEQUENCE)}"
     user_id: str | None = None
@@ -162,27 +184,75 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
     status: int | None = None
     refusal: str | None = None
     refusal_kind: str | None = None
+    agent: str | None = None
+    recorded = False  # the approved write's row, written in the thread that ran handle
+
+    def record(durable: bool = False) -> None:
+        audit.append(
+            app.db,
+            call_id=call_id,
+            tool=call.tool,
+            actor=str(call.actor) if isinstance(call.actor, Actor) else call.actor,
+            user_id=user_id,
+            args=call.args if type(call.args) is dict or isinstance(call.args, Mapping) else {},
+            approval=approval,
+            approval_id=approval_id,
+            status=status,
+            refusal=refusal,
+            client=call.client if isinstance(call.client, str) else None,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            agent=agent if agent is not None else _agent_name(call.actor),
+            approval_path=approval_path,
+            refusal_kind=refusal_kind,
+            durable=durable,
+        )
+
+    def handled(response: object) -> None:
+        """In the worker thread that ran a sync ``handle``, with what it returned: the
+        approved write's audit row, on disk before the response leaves that thread."""
+        nonlocal status, recorded
+        status = response.status_code if isinstance(response, Response) else 500
+        try:
+            record(durable=True)
+        except Exception:
+            log.exception("audit row of %s not written after handle; writing it again", call_id)
+        else:
+            recorded = True
+
     try:
         defn, values = _check_args(defs, call)
         _check_agent(call)
+        agent = call.actor.name
+        texts = {name: wire(value) for name, value in values.items()}
+        session = None
         if defn.access is Access.WRITE:
             approval_id = call.approval
-        session = None
-        if call.session is not None and (
-            defn.access is Access.WRITE or call.actor.user_id is not None
-        ):
-            # Needed before the app runs: a write's user approves it, a claimed user is
-            # checked. A read's session is looked up by the session middleware, as a
-            # browser's is, in the one worker-thread hop a request has for it.
-            session = await run_in_threadpool(find_session, app.db, call.session)
-        user_id = _check_user(defn, call, session)
-        texts = {name: wire(value) for name, value in values.items()}
-        if defn.access is Access.WRITE:
-            assert user_id is not None
-            approval = await run_in_threadpool(_consent, app, defn, call, values, texts, user_id)
+            # Needed before the app runs, both in one worker-thread hop: the user whose
+            # session the call carries approves it, and the approval is used once.
+            write = _Write(app, defn, call, values, texts)
+            try:
+                await threads.in_thread(write.check)
+            finally:
+                session, user_id, approval = write.session, write.user_id, write.approval
+            assert approval is not None
             approval_path = consent.approval_path(approval.id)
-        actor = Actor(human=False, name=call.actor.name, user_id=user_id, approval=approval)
-        marker = ToolCallMarker(actor, call_id, approval, session, defn.path)
+        else:
+            if call.session is not None and call.actor.user_id is not None:
+                # A claimed user is checked before the app runs. Otherwise a read's
+                # session is looked up by the session middleware, as a browser's is, in
+                # the one worker-thread hop a request has for it.
+                session = await threads.in_thread(find_session, app.db, call.session)
+            user_id = _check_user(defn, call, session)
+        actor = call.actor
+        if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
+            actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+        marker = ToolCallMarker(
+            actor,
+            session,
+            defn.path,
+            {name: values.get(name) for name in defn.args},
+            handled if approval is not None else None,
+        )
         result, resolved_user = await _run(app, defn, texts, call.session, marker)
         if session is None:
             user_id = resolved_user
@@ -197,35 +267,34 @@ async def dispatch(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
         refusal, refusal_kind = exc.audit_note, type(exc).__name__
         raise
     finally:
-        record = functools.partial(
-            audit.append,
-            app.db,
-            call_id=call_id,
-            tool=call.tool,
-            actor=str(call.actor) if isinstance(call.actor, Actor) else call.actor,
-            user_id=user_id,
-            args=call.args if isinstance(call.args, Mapping) else {},
-            approval=approval,
-            approval_id=approval_id,
-            status=status,
-            refusal=refusal,
-            client=call.client if isinstance(call.client, str) else None,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            agent=_agent_name(call.actor),
-            approval_path=approval_path,
-            refusal_kind=refusal_kind,
-        )
         if approval is None:
             record()  # queued for the background writer
-        else:  # an approved write ran: on disk before we return
-            await run_in_threadpool(record, durable=True)
+        elif not recorded:  # an approved write ran (an async handle, or it raised)
+            await threads.in_thread(record, True)  # on disk before we return
+
+
+def _registry_and_call(
+    app: Target, defs: Sequence[ToolDef] | Call | None, call: Call | None
+) -> tuple[Sequence[ToolDef], Call]:
+    """``(app, call)`` or ``(app, defs, call)``, as :func:`dispatch` is given them."""
+    if call is None and isinstance(defs, Call):
+        defs, call = None, defs
+    if not isinstance(call, Call) or isinstance(defs, Call):
+        raise TypeError("dispatch(app, call) or dispatch(app, defs, call): call is a tools.Call")
+    return (app.tools if defs is None else defs), call
 
 
 def _agent_name(actor: object) -> str | None:
     return actor.name if isinstance(actor, Actor) and actor.is_named_agent else None
 
 
-def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
+@overload
+def dispatch_sync(app: Target, call: Call, /) -> Result: ...
+@overload
+def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result: ...
+def dispatch_sync(
+    app: Target, defs: Sequence[ToolDef] | Call | None = None, call: Call | None = None
+) -> Result:
     """:func:`dispatch` for sync code: a script, a sync test, a sync ``handle``.
 
     It runs the call on a new event loop in the calling thread. Inside a
@@ -238,6 +307,7 @@ def dispatch_sync(app: Target, defs: Sequence[ToolDef], call: Call) -> Result:
         pass  # no loop in this thread: the normal case
     else:
         raise RuntimeError("dispatch_sync() inside a running event loop: await dispatch() instead")
+    defs, call = _registry_and_call(app, defs, call)
     return anyio.run(dispatch, app, defs, call)
 
 
@@ -318,49 +388,100 @@ def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
     return user_id
 
 
-def _consent(
-    app: Target,
-    defn: ToolDef,
-    call: Call,
-    values: Mapping[str, ArgValue],
-    texts: Mapping[str, str],
-    user_id: str,
-) -> Approval:
-    """Step 5: a write needs the user's approval of this exact call, used once.
+class _Write:
+    """Steps 4 and 5 for a write, run in one worker thread: its user, then its approval.
 
-    The sentence shows the values as they go on the wire, and the approval
-    binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
-    ``call.approval``, the identical call's own approval counts: an approved one
-    is used, a pending one is named again; else a new one is asked.
+    What it found stays on it when it refuses, for the audit row.
     """
-    sentence = confirm_sentence(defn, texts)
-    actor = str(call.actor)
-    if call.approval is None:
-        found = consent.redeem_identical(
-            app.db, tool=defn.id, args=values, actor=actor, user_id=user_id, sentence=sentence
-        )
-        if isinstance(found, Approval):
-            return found
-        record = found or consent.request_approval(
+
+    def __init__(
+        self,
+        app: Target,
+        defn: ToolDef,
+        call: Call,
+        values: Mapping[str, ArgValue],
+        texts: Mapping[str, str],
+    ) -> None:
+        self.app, self.defn, self.call, self.values, self.texts = app, defn, call, values, texts
+        self.session: Session | None = None
+        self.user_id: str | None = None
+        self.approval: Approval | None = None
+
+    def check(self) -> None:
+        call = self.call
+        if call.session is not None:
+            self.session = find_session(self.app.db, call.session)
+        self.user_id = _check_user(self.defn, call, self.session)
+        self.approval = self._consent(self.user_id)
+
+    def _consent(self, user_id: str | None) -> Approval:
+        """Step 5: a write needs the user's approval of this exact call, used once.
+
+        The sentence shows the values as they go on the wire, and the approval
+        binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
+        ``call.approval``, the identical call's own approval counts: an approved one
+        is used, a pending one is named again; else a new one is asked.
+        """
+        assert user_id is not None  # _check_user refuses a write without one
+        app, defn, call, values = self.app, self.defn, self.call, self.values
+        sentence = confirm_sentence(defn, self.texts)
+        actor = str(call.actor)
+        if call.approval is None:
+            found = consent.redeem_identical(
+                app.db, tool=defn.id, args=values, actor=actor, user_id=user_id, sentence=sentence
+            )
+            if isinstance(found, Approval):
+                return found
+            record = found or consent.request_approval(
+                app.db,
+                tool=defn.id,
+                args=values,
+                sentence=sentence,
+                actor=actor,
+                user_id=user_id,
+                ttl=app.approval_ttl,
+                agent=call.actor.name,
+            )
+            raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
+        return consent.redeem(
             app.db,
+            call.approval if isinstance(call.approval, str) else "",
             tool=defn.id,
             args=values,
-            sentence=sentence,
             actor=actor,
             user_id=user_id,
-            ttl=app.approval_ttl,
-            agent=call.actor.name,
+            sentence=sentence,
         )
-        raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
-    return consent.redeem(
-        app.db,
-        call.approval if isinstance(call.approval, str) else "",
-        tool=defn.id,
-        args=values,
-        actor=actor,
-        user_id=user_id,
-        sentence=sentence,
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """What every request to one origin shares: worked out once per origin, not per call."""
+
+    scheme: str
+    server: tuple[str | None, int]
+    host: tuple[bytes, bytes]
+    cookie: str
+    """The session cookie's name and ``=``."""
+
+
+@functools.lru_cache(maxsize=64)
+def _origin(origin: str) -> _Origin:
+    parts = urlsplit(origin)
+    return _Origin(
+        scheme=parts.scheme,
+        server=(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
+        host=(b"host", parts.netloc.encode("idna")),
+        cookie=cookie_name(origin) + "=",
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_params(path: str) -> frozenset[str]:
+    return frozenset(path_params(path))
+
+
+_FORM_HEADER = (b"content-type", b"application/x-www-form-urlencoded")
 
 
 async def _run(
@@ -372,22 +493,22 @@ async def _run(
 ) -> tuple[Result, str | None]:
     """Send one request, the args as their wire texts, through ``app``; its response, and
     the user its session was."""
-    params = set(path_params(defn.path))
-    raw_path = fill_path(defn.path, texts)
+    params = _path_params(defn.path)
+    raw_path = fill_path(defn.path, texts) if params else defn.path
     rest = "&".join(
         f"{_form_quote(k)}={_form_quote(v)}" for k, v in sorted(texts.items()) if k not in params
     ).encode()
-    origin = urlsplit(app.origin)
-    headers = [(b"host", origin.netloc.encode("idna"))]
+    origin = _origin(app.origin)
+    headers = [origin.host]
     if session is not None:
-        headers.append((b"cookie", f"{cookie_name(app.origin)}={session}".encode()))
+        headers.append((b"cookie", (origin.cookie + session).encode()))
     body = b""
     query = b""
     if defn.method in ("GET", "HEAD"):
         query = rest
     else:
         body = rest
-        headers.append((b"content-type", b"application/x-www-form-urlencoded"))
+        headers.append(_FORM_HEADER)
         headers.append((b"content-length", str(len(body)).encode()))
     scope = {
         "type": "http",
@@ -401,28 +522,40 @@ async def _run(
         "query_string": query,
         "headers": headers,
         "client": None,
-        "server": (origin.hostname, origin.port or (443 if origin.scheme == "https" else 80)),
+        "server": origin.server,
         "extensions": {},
         TOOL_CALL_SCOPE_KEY: marker,
     }
-    result = await _call_asgi(app, scope, body, f"{defn.id} ({defn.method} {defn.path})")
+    result = await _call_asgi(app, scope, body, defn)
     return result, scope.get(USER_SCOPE_KEY)
 
 
-async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str) -> Result:
+async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, defn: ToolDef) -> Result:
     status = 500
     raw_headers: list[tuple[bytes, bytes]] = []
     chunks: list[bytes] = []
     sent = False
-    finished = anyio.Event()
+    finished = False
+    # Made only if the app waits for the disconnect before its response ends (a
+    # streaming response listens for it); most never do.
+    ended: anyio.Event | None = None
 
     async def receive() -> Message:
-        nonlocal sent
+        nonlocal sent, ended
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await finished.wait()
+        if not finished:
+            if ended is None:
+                ended = anyio.Event()
+            await ended.wait()
         return {"type": "http.disconnect"}
+
+    def finish() -> None:
+        nonlocal finished
+        finished = True
+        if ended is not None:
+            ended.set()
 
     async def send(message: Message) -> None:
         nonlocal status, raw_headers
@@ -432,15 +565,15 @@ async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, what: str)
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
-                finished.set()
+                finish()
 
     try:
         await app(scope, receive, send)
     except Exception:
-        log.exception("tool call %s raised", what)
+        log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
     finally:
-        finished.set()
+        finish()
     return Result(status, Headers(raw=raw_headers), b"".join(chunks))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import re
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import rastrillo
-from rastrillo import storage
+from rastrillo import storage, threads
 from rastrillo.cli.main import main
 from rastrillo.loader import load_options
 from rastrillo.testing import TestApp
@@ -140,6 +141,73 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
             " AND status IS NOT NULL"
         ).fetchall()
     assert rows == [(303, "3")]
+
+
+def _approved_cancel(f: Fixture, session: str, call_id: str) -> Call:
+    call = Call(
+        tool="orders_id_cancel_post",
+        args={"id": "8", "reason": "r"},
+        actor=AGENT,
+        session=session,
+        call_id=call_id,
+    )
+    with pytest.raises(ConfirmRequired) as info:
+        run(f.app, f.defs, call)
+    consent.decide(f.app.db, "3", info.value.approval_id, True)
+    return dataclasses.replace(call, approval=info.value.approval_id)
+
+
+def _on_disk(f: Fixture, call_id: str) -> list[tuple]:
+    """The row as another connection sees it, without audit.flush()."""
+    with sqlite3.connect(f.app.db.engine.url.database) as other:
+        return other.execute(
+            "SELECT status, approved_by FROM rastrillo_audit WHERE call_id = ? AND status > 0",
+            (call_id,),
+        ).fetchall()
+
+
+def test_an_approved_write_makes_two_thread_hops_its_row_written_in_the_handles(
+    f, monkeypatch
+):
+    """The session and the approval's use share one hop; handle and the audit row the other."""
+    import anyio.to_thread
+
+    approved = _approved_cancel(f, f.session("3"), "hops-1")
+    hops: list[str] = []
+
+    def counting(real):
+        async def counted(func, *args, **kwargs):
+            named = func.func if isinstance(func, functools.partial) else func
+            hops.append(named.__name__)
+            return await real(func, *args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting(anyio.to_thread.run_sync))
+    monkeypatch.setattr(threads, "in_thread", counting(threads.in_thread))
+    assert run(f.app, f.defs, approved).status == 303
+    assert hops == ["check", "_checked_handle"]
+    assert _on_disk(f, "hops-1") == [(303, "3")]
+
+
+def test_an_approved_write_behind_app_middleware_records_the_status_it_answered(tmp_path):
+    """With ``Options.wrap`` the response may differ from what handle returned: the row
+    then records what dispatch returns, still on disk before it returns."""
+
+    def wrap(inner):
+        async def teapot(scope, receive, send):
+            async def send_418(message):
+                if message["type"] == "http.response.start":
+                    message = {**message, "status": 418}
+                await send(message)
+
+            await inner(scope, receive, send_418)
+
+        return teapot
+
+    f = build(tmp_path, wrap=wrap)
+    assert run(f.app, f.defs, _approved_cancel(f, f.session("3"), "wrapped-1")).status == 418
+    assert _on_disk(f, "wrapped-1") == [(418, "3")]
 
 
 def test_latest_filters_by_user_and_limits(f):

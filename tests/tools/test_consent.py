@@ -285,7 +285,7 @@ def test_a_tool_call_can_never_decide(f):
     from rastrillo.tools.dispatch import ToolCallMarker
 
     pending = propose(f, f.session("3"))
-    marker = ToolCallMarker(rastrillo.Actor(human=False, name="x", user_id="3"), "c1")
+    marker = ToolCallMarker(rastrillo.Actor(human=False, name="x", user_id="3"))
     request = Request(
         {"type": "http", "rastrillo.user_id": "3", "rastrillo.tool_call": marker, "headers": []}
     )

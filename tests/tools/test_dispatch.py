@@ -271,11 +271,11 @@ def test_write_args_go_in_a_form_body_and_the_marker_carries_the_approval(f, mon
     assert headers[b"content-type"] == b"application/x-www-form-urlencoded"
     assert headers[b"cookie"] == f"rastrillo_session={session}".encode()
     marker = scopes[0]["rastrillo.tool_call"]
-    assert isinstance(marker, ToolCallMarker) and marker.call_id == "toolu_01"
-    assert marker.approval is not None and marker.approval.approved_by == "3"
+    assert isinstance(marker, ToolCallMarker)
+    assert marker.actor.approval is not None and marker.actor.approval.approved_by == "3"
     [seen] = f.ran("cancel")
     assert seen["form"] == {"reason": "dup & more=1"}
-    assert seen["actor"].approval == marker.approval
+    assert seen["actor"].approval == marker.actor.approval
 
 
 def test_a_delete_tool_sends_its_args_as_a_form_too(f):
@@ -397,3 +397,19 @@ def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
     asyncio.run(main())
     holder.join()
     assert released_by_the_loop == [True]
+
+
+def test_dispatch_takes_the_registry_from_the_app_or_as_given(tmp_path):
+    f = build(tmp_path)
+    assert f.app.tools is f.app.options.tools
+    order = Call(tool="orders_id_get", args={"id": "7"}, actor=AGENT)
+    assert dispatch_sync(f.app, order).text == "order 7"
+    assert dispatch_sync(f.app, f.defs, order).text == "order 7"
+    assert dispatch_sync(f.app, call=order).text == "order 7"
+    assert asyncio.run(dispatch(f.app, order)).text == "order 7"
+    # The registry given is the one checked, not the app's.
+    with pytest.raises(UnknownTool):
+        dispatch_sync(f.app, [], order)
+    with pytest.raises(TypeError, match="dispatch\\(app, call\\)"):
+        dispatch_sync(f.app, f.defs)  # type: ignore[call-overload]
+    assert len(f.ran("order")) == 3 + 1

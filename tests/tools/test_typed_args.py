@@ -68,6 +68,9 @@ class TypedApp:
                 {
                     "args": typed,
                     "query": ctx.request.url.query,
+                    "target": ctx.request.scope["raw_path"]
+                    + b"?"
+                    + ctx.request.scope["query_string"],
                     "form": dict(ctx.form),
                     "params": dict(ctx.params),
                     "actor": ctx.actor,
@@ -357,6 +360,31 @@ def test_an_approved_call_runs_with_exactly_the_values_the_human_saw(
     ran = {k: v for k, v in seen["args"].items() if v is not None}
     assert ran == shown.args
     assert all(type(ran[k]) is type(v) for k, v in shown.args.items())
+
+
+@SLOW
+@given(calls())
+def test_a_tool_call_and_the_same_request_from_a_browser_give_identical_ctx_args(
+    case: tuple[dict[str, Arg], dict[str, Any]],
+) -> None:
+    """Dispatch hands ``ctx.args`` the values it checked instead of parsing its own request
+    again: they must be exactly what that request, sent by a browser, parses to."""
+    declared, values = case
+    if _canonical(declared, values) is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        t = TypedApp(Path(tmp), declared, BUY_ARGS)
+        try:
+            assert t.call("events_id_get", values).status == 200
+            called = t.seen[-1]
+            replayed = t.browser().get(t.app.origin + called["target"].decode("ascii"))
+        finally:
+            t.close()
+    assert replayed.status_code == 200, replayed.text
+    browsed = t.seen[-1]
+    assert browsed["actor"].human and not called["actor"].human
+    assert browsed["args"] == called["args"]
+    assert [type(v) for v in browsed["args"].values()] == [type(v) for v in called["args"].values()]
 
 
 @given(st.dictionaries(st.text(), st.text()))
