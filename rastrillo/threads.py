@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -46,6 +47,15 @@ _calls: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
 _lock = threading.Lock()
 _idle = 0  # threads waiting for a call and not yet promised one
 _threads = 0
+
+
+def _forget_threads() -> None:
+    """In a forked child: the parent's threads are not there, so none is counted."""
+    global _calls, _lock, _idle, _threads
+    _calls, _lock, _idle, _threads = queue.SimpleQueue(), threading.Lock(), 0, 0
+
+
+os.register_at_fork(after_in_child=_forget_threads)
 
 
 async def in_thread(func: Callable[..., T], /, *args: Any) -> T:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import signal
 import threading
 
 import pytest
@@ -83,3 +85,15 @@ def test_up_to_max_threads_run_at_once_and_no_more() -> None:
 
     asyncio.run(main())
     assert most == MAX_THREADS
+
+
+def test_a_forked_worker_process_starts_threads_of_its_own() -> None:
+    """``--workers`` forks the served process: a child must not count the parent's
+    threads, which it does not have, or its first call would wait forever."""
+    assert asyncio.run(in_thread(lambda: 1)) == 1  # the parent has a thread now
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hung child fails the test instead of hanging it
+        os._exit(0 if asyncio.run(in_thread(lambda: 42)) == 42 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
