@@ -11,7 +11,7 @@ ADDR ?= 127.0.0.1:8000
 # share its module fixtures; `make test PYTEST_ARGS=` runs it in one process.
 PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadscope
 
-.PHONY: demo test check bench clean
+.PHONY: demo test check ts-sdk bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,11 +26,14 @@ check: $(VENV)/.installed
 	$(BIN)/ruff check .
 	@for app in $(dir $(EXAMPLES)); do echo "generate --check $$app"; $(BIN)/rastrillo generate --check $$app || exit 1; done
 
-test: check
+# `make -j2 test` (as .ci/run does) installs the TypeScript SDK while pip installs.
+test: check ts-sdk
 	bash scripts/ensure-chromium
 	bash scripts/ensure-postgres
-	bash scripts/ensure-node-mcp
 	bash scripts/with-postgres $(BIN)/pytest $(PYTEST_ARGS)
+
+ts-sdk:
+	bash scripts/ensure-node-mcp
 
 bench: $(VENV)/.installed
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
