@@ -1,6 +1,6 @@
 """One read tool call over MCP: Rastrillo's /mcp against fastapi-mcp, and against a plain GET.
 
-Three servers under uvicorn on loopback, each in its own process, serving the
+Four servers under uvicorn on loopback, each in its own process, serving the
 same read: an item as JSON, by id.
 
 - Rastrillo: an app folder with ``items/[id].GET.py`` (a read tool) and
@@ -9,12 +9,24 @@ same read: an item as JSON, by id.
 - fastapi-mcp 0.4 on an equivalent FastAPI app (``GET /items/{id}``), mounted
   with ``mount_http()``. It needs ``mcp`` 1.x, so it runs from its own venv
   (``bench/.venv-fastapi-mcp``, made on first run), never the framework's.
-- The same Rastrillo route fetched with a plain HTTP GET (httpx, keep-alive).
+- The same Rastrillo route fetched with a plain HTTP GET, with httpx2: the
+  HTTP client the official MCP client itself sends with.
+- The client's floor: a canned server, a bare ASGI function that answers each
+  MCP request and each GET with the bytes Rastrillo answers, doing no other
+  work. Timing the same clients against it gives what the clients themselves
+  cost (the official MCP client's JSON-RPC, validation and streams; httpx2;
+  uvicorn and the loopback), the same for every server.
 
 Both MCP servers are called with the official Python client (the framework's
-``mcp`` 2.x), one session each, Streamable HTTP; rounds alternate so machine
-noise hits all three alike. Goals: Rastrillo <= 0.8 x fastapi-mcp's time per
-call, and Rastrillo's MCP overhead over the plain GET under 1 ms.
+``mcp`` 2.x), one session each, Streamable HTTP; Rastrillo at 2026-07-28 (one
+request per call, no session) and at 2025-11-25, fastapi-mcp at 2025-11-25
+(the only era its ``mcp`` 1.x speaks). Rounds alternate so machine noise hits
+all alike. Each figure is given three ways: the time per call the client sees;
+the server's share of it (that time less the client's floor at the same
+revision); and the server process's CPU time per call (from ``/proc``, less
+swayed by other load on the machine than wall time). Goals: Rastrillo <= 0.8 x
+fastapi-mcp's time per call, and Rastrillo's MCP overhead over the plain GET
+under 1 ms.
 
     python bench/bench_mcp.py [--calls 300] [--rounds 5]
 """
@@ -22,6 +34,8 @@ call, and Rastrillo's MCP overhead over the plain GET under 1 ms.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import socket
 import statistics
@@ -30,16 +44,25 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
-import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from venvs import fastapi_mcp_python
 
+MODERN, LEGACY = "2026-07-28", "legacy"
 ITEMS = {str(i): {"id": str(i), "name": f"item {i}", "price": i * 3} for i in range(1, 101)}
+TOOL = {
+    "name": "items_id_get",
+    "description": "One item by id.",
+    "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+}
 
 ACTION = '''\
 import rastrillo
@@ -87,6 +110,59 @@ FastApiMCP(app).mount_http()
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 '''
 
+CANNED = '''\
+import json
+import sys
+
+import uvicorn
+
+ITEMS = {items!r}
+TOOLS = {tools!r}
+INFO = {{"name": "app", "version": "dev"}}
+META = {{"io.modelcontextprotocol/serverInfo": INFO}}
+
+
+def answer(request):
+    method, params = request["method"], request.get("params") or {{}}
+    if method == "initialize":
+        return {{"protocolVersion": params["protocolVersion"], "serverInfo": INFO,
+                "capabilities": {{"tools": {{"listChanged": False}}}}}}
+    if method == "tools/list":
+        return {{"tools": TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete",
+                "_meta": META}}
+    item = ITEMS[params["arguments"]["id"]]
+    return {{"content": [{{"type": "text", "text": json.dumps(item)}}], "structuredContent": item,
+            "isError": False, "resultType": "complete", "_meta": META}}
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    status, out = 200, b""
+    if scope["method"] == "GET":
+        out = json.dumps(ITEMS[scope["path"].rsplit("/", 1)[1]]).encode()
+    else:
+        request = json.loads(body)
+        if "id" in request:
+            reply = {{"jsonrpc": "2.0", "id": request["id"], "result": answer(request)}}
+            out = json.dumps(reply).encode()
+        else:
+            status = 202
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]
+    await send({{"type": "http.response.start", "status": status, "headers": headers}})
+    await send({{"type": "http.response.body", "body": out}})
+
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False,
+            lifespan="off")
+'''
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -100,9 +176,9 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
         if process.poll() is not None:
             raise SystemExit(f"server exited: {process.returncode}")
         try:
-            httpx.get(url, timeout=1)
+            httpx2.get(url, timeout=1)
             return
-        except httpx.TransportError:
+        except httpx2.TransportError:
             time.sleep(0.1)
     raise SystemExit(f"{url} did not come up")
 
@@ -148,33 +224,95 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     return process, base
 
 
-async def mcp_calls(url: str, token: str | None, calls: int, mode: str) -> list[float]:
+def canned_server(root: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    script = root / "canned.py"
+    script.write_text(CANNED.format(items=ITEMS, tools=[TOOL]))
+    process = subprocess.Popen([sys.executable, str(script), str(port)])
+    base = f"http://127.0.0.1:{port}"
+    wait_up(base + "/items/1", process)
+    return process, base
+
+
+Call = Callable[[int], Awaitable[None]]
+"""Makes the i-th call of a way and checks its answer."""
+
+
+@asynccontextmanager
+async def mcp_caller(url: str, token: str | None, mode: str) -> AsyncIterator[Call]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers) as http:
         client = Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
         async with client:
-            for _ in range(20):  # warm up
-                await client.call_tool("items_id_get", {"id": "7"})
-            times = []
-            for i in range(calls):
-                started = time.perf_counter()
-                result = await client.call_tool("items_id_get", {"id": str(i % 100 + 1)})
-                times.append(time.perf_counter() - started)
+
+            async def call(i: int) -> None:
+                item = str(i % 100 + 1)
+                result = await client.call_tool("items_id_get", {"id": item})
                 assert not result.is_error, result
-    return times
+                assert json.loads(result.content[0].text) == ITEMS[item], result
+
+            yield call
 
 
-async def get_calls(base: str, calls: int) -> list[float]:
-    async with httpx.AsyncClient(base_url=base) as http:
-        for _ in range(20):
-            await http.get("/items/7")
-        times = []
-        for i in range(calls):
-            started = time.perf_counter()
-            answer = await http.get(f"/items/{i % 100 + 1}")
-            times.append(time.perf_counter() - started)
-            assert answer.status_code == 200
-    return times
+@asynccontextmanager
+async def get_caller(base: str) -> AsyncIterator[Call]:
+    async with httpx2.AsyncClient(base_url=base) as http:
+
+        async def call(i: int) -> None:
+            item = str(i % 100 + 1)
+            answer = await http.get(f"/items/{item}")
+            assert answer.json() == ITEMS[item], answer
+
+        yield call
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Way:
+    """One way of making the call: who answers, how, and what each round measured."""
+
+    server: subprocess.Popen
+    caller: Callable[[], AbstractAsyncContextManager[Call]]
+    wall: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+
+
+async def measure(ways: dict[str, Way], calls: int, rounds: int) -> None:
+    """Each round: every way's time per call, the ways taking turns call by call (so noise
+    from elsewhere on the machine hits all alike); then each way alone, for its CPU."""
+    async with AsyncExitStack() as stack:
+        callers = {name: await stack.enter_async_context(way.caller())
+                   for name, way in ways.items()}
+        for i in range(20):  # warm up
+            for call in callers.values():
+                await call(i)
+        for _ in range(rounds):
+            times: dict[str, list[float]] = {name: [] for name in ways}
+            for i in range(calls):
+                for name, call in callers.items():
+                    started = time.perf_counter()
+                    await call(i)
+                    times[name].append(time.perf_counter() - started)
+            for name, way in ways.items():
+                way.wall.append(statistics.median(times[name]))
+                server, client = cpu_seconds(way.server.pid), time.process_time()
+                for i in range(calls):
+                    await callers[name](i)
+                way.server_cpu.append((cpu_seconds(way.server.pid) - server) / calls)
+                way.client_cpu.append((time.process_time() - client) / calls)
+
+
+def ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
 
 
 def main() -> int:
@@ -182,39 +320,53 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    calls = args.calls
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "app").mkdir()
         ours, base, token = rastrillo_server(root / "app")
         theirs, fastapi_base = fastapi_server(root)
-        per: dict[str, list[float]] = {
-            "rastrillo-mcp": [], "rastrillo-mcp-2025": [], "fastapi-mcp": [], "plain-get": []
+        canned, canned_base = canned_server(root)
+        mcp, fastapi_mcp, floor_mcp = base + "/mcp", fastapi_base + "/mcp", canned_base + "/mcp"
+        ways = {
+            "rastrillo-mcp": Way(ours, partial(mcp_caller, mcp, token, MODERN)),
+            "rastrillo-mcp-2025": Way(ours, partial(mcp_caller, mcp, token, LEGACY)),
+            "fastapi-mcp": Way(theirs, partial(mcp_caller, fastapi_mcp, None, LEGACY)),
+            "plain-get": Way(ours, partial(get_caller, base)),
+            "floor-mcp": Way(canned, partial(mcp_caller, floor_mcp, None, MODERN)),
+            "floor-mcp-2025": Way(canned, partial(mcp_caller, floor_mcp, None, LEGACY)),
+            "floor-get": Way(canned, partial(get_caller, canned_base)),
         }
         try:
-            for _ in range(args.rounds):
-                per["rastrillo-mcp"].append(statistics.median(
-                    anyio.run(mcp_calls, base + "/mcp", token, args.calls, "2026-07-28")))
-                per["rastrillo-mcp-2025"].append(statistics.median(
-                    anyio.run(mcp_calls, base + "/mcp", token, args.calls, "legacy")))
-                per["fastapi-mcp"].append(statistics.median(
-                    anyio.run(mcp_calls, fastapi_base + "/mcp", None, args.calls, "legacy")))
-                per["plain-get"].append(statistics.median(
-                    anyio.run(get_calls, base, args.calls)))
+            anyio.run(measure, ways, calls, args.rounds)
         finally:
-            for process in (ours, theirs):
+            for process in (ours, theirs, canned):
                 process.terminate()
                 process.wait(10)
-    ms = {name: statistics.median(values) * 1000 for name, values in per.items()}
-    ratio = ms["rastrillo-mcp"] / ms["fastapi-mcp"]
-    ratio_2025 = ms["rastrillo-mcp-2025"] / ms["fastapi-mcp"]
-    overhead = ms["rastrillo-mcp"] - ms["plain-get"]
-    print(f"median time per call over {args.rounds} rounds x {args.calls} calls "
-          f"(cpu count {os.cpu_count()}):")
-    for name, value in ms.items():
-        print(f"  {name:18} {value:7.3f} ms")
-    print(f"  rastrillo / fastapi-mcp = {ratio:.2f}  (goal <= 0.80; at 2025-11-25: "
-          f"{ratio_2025:.2f})")
-    print(f"  MCP overhead over the plain GET = {overhead:.3f} ms  (goal < 1 ms)")
+    floor = {"rastrillo-mcp": "floor-mcp", "rastrillo-mcp-2025": "floor-mcp-2025",
+             "fastapi-mcp": "floor-mcp-2025", "plain-get": "floor-get"}
+    wall = {name: ms(way.wall) for name, way in ways.items()}
+    share = {name: wall[name] - wall[base_] for name, base_ in floor.items()}
+    cpu = {name: ms(way.server_cpu) for name, way in ways.items()}
+    print(f"median over {args.rounds} rounds x {calls} calls (cpu count {os.cpu_count()}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}), ms per call:")
+    heads = ("client sees", "server share", "server CPU", "client CPU")
+    print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads))
+    for name, way in ways.items():
+        column = f"{share[name]:13.3f}" if name in share else f"{'':13}"
+        print(f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}")
+    print("rastrillo / fastapi-mcp (goal <= 0.80):")
+    print(f"  client sees {wall['rastrillo-mcp'] / wall['fastapi-mcp']:.2f}, "
+          f"server share {share['rastrillo-mcp'] / share['fastapi-mcp']:.2f}, "
+          f"server CPU {cpu['rastrillo-mcp'] / cpu['fastapi-mcp']:.2f}  "
+          f"(at 2025-11-25: {wall['rastrillo-mcp-2025'] / wall['fastapi-mcp']:.2f}, "
+          f"{share['rastrillo-mcp-2025'] / share['fastapi-mcp']:.2f}, "
+          f"{cpu['rastrillo-mcp-2025'] / cpu['fastapi-mcp']:.2f})")
+    print("rastrillo's MCP overhead over the plain GET (goal < 1 ms):")
+    print(f"  client sees {wall['rastrillo-mcp'] - wall['plain-get']:.3f} ms, of which the "
+          f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
+          f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
+          f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms")
     return 0
 
 

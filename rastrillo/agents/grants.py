@@ -346,8 +346,7 @@ def list_grants(
 def _find(db: Database, token: str) -> RowMapping | None:
     if not isinstance(token, str) or not _TOKEN.fullmatch(token):
         return None
-    with db.read() as conn:
-        row = conn.execute(_FIND_TOKEN, {"digest": _digest(token)}).first()
+    row = db.query_one(_FIND_TOKEN, digest=_digest(token))
     return None if row is None else row._mapping
 
 

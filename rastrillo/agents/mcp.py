@@ -51,8 +51,7 @@ from mcp.server.request_state import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl, ConfigDict
-from sqlalchemy import Column, String, Table, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Column, String, Table, false, select
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -64,8 +63,9 @@ from rastrillo.errors import ConfigError
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.errors import ApprovalInvalid, BadActor, ConfirmRequired, ToolError
 from rastrillo.registry.schemas import schemas
+from rastrillo.sessions import cookie_name
 from rastrillo.sessions.store import create_session
-from rastrillo.storage import METADATA, Database
+from rastrillo.storage import METADATA, Database, upsert
 from rastrillo.tools import consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
 
@@ -135,6 +135,7 @@ class McpEndpoint:
         self._tools = [types.Tool.model_validate(t) for t in schemas(defs, "mcp")]
         self._schemas = {t.name: t.input_schema for t in self._tools}
         self._sessions: dict[str, str] = {}
+        self._cookie = cookie_name(self._settings.origin)
         server: Server[Any] = Server(
             name,
             version=version,
@@ -226,7 +227,10 @@ class McpEndpoint:
         self, grant: grants.Grant, tool: str, args: Mapping[str, Any], approval: str | None
     ) -> Result:
         settings = self._settings
-        actor = Actor(human=False, name=grant.agent, user_id=grant.user_id)
+        # The agent claims no user of its own: a call acts for the user whose session it
+        # carries, the grant's. So dispatch does not look a read's session up before the
+        # app runs; the app checks it in the thread hop the read has anyway.
+        actor = Actor.agent(grant.agent)
         for attempt in (1, 2):
             session = await self._session(grant, fresh=attempt == 2)
             call = Call(
@@ -238,10 +242,15 @@ class McpEndpoint:
                 client=grant.client,
             )
             try:
-                return await dispatch(settings.app, settings.defs, call)
-            except BadActor:
+                result = await dispatch(settings.app, settings.defs, call)
+            except BadActor:  # a write whose session had ended
                 if attempt == 2:
                     raise
+                continue
+            if attempt == 2 or not _clears_cookie(result, self._cookie):
+                return result
+            # The app cleared the session cookie: the session had ended, so this read
+            # ran as nobody (a GET: nothing changed). Again, as the user, in a new one.
         raise AssertionError("unreachable")
 
     async def _session(self, grant: grants.Grant, *, fresh: bool) -> str:
@@ -258,6 +267,11 @@ class McpEndpoint:
             )
             self._sessions[grant.id] = session
         return session
+
+
+def _clears_cookie(result: Result, cookie: str) -> bool:
+    cleared = cookie + "=;"
+    return any(value.startswith(cleared) for value in result.headers.getlist("set-cookie"))
 
 
 def _grant_of(ctx: ServerRequestContext[Any]) -> grants.Grant:
@@ -359,13 +373,10 @@ def state_key(db: Database) -> bytes:
     with db.read() as conn:
         key = conn.execute(find).scalar()
     if key is None:
-        try:
-            with db.write() as conn:
-                made = secrets.token_hex(32)
-                conn.execute(keys_table.insert().values(name=_STATE_KEY, value=made))
-        except IntegrityError:
-            pass  # another process made it first
-        with db.read() as conn:
+        with db.write() as conn:
+            # Never overwrite: a process that made the key first keeps it.
+            made = {"name": _STATE_KEY, "value": secrets.token_hex(32)}
+            upsert(conn, keys_table, made, key=["name"], where=false())
             key = conn.execute(find).scalar_one()
     return bytes.fromhex(key)
 

@@ -7,6 +7,7 @@ revocation refusing the next call.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from rastrillo.agents import grants
-from rastrillo.agents.mcp import APPROVAL_META
+from rastrillo.agents.mcp import APPROVAL_META, state_key
 from rastrillo.loader import load_options
 from rastrillo.registry.schemas import schemas
 from rastrillo.storage import Database
@@ -166,3 +167,25 @@ def test_a_foreign_origin_is_refused_and_no_origin_is_fine(served):
         assert http.post("/mcp", json=body, headers=headers).status_code == 200
         same = http.post("/mcp", json=body, headers={**headers, "Origin": server.base_url})
         assert same.status_code == 200
+
+
+def test_the_request_state_key_is_made_once_and_kept_by_every_process(db_url):
+    """Processes starting at once on one database all seal request state with one key."""
+    databases = [Database(db_url) for _ in range(6)]
+    databases[0].open()
+    keys: list[bytes] = []
+
+    def start(db: Database) -> None:
+        keys.append(state_key(db))
+
+    try:
+        threads = [threading.Thread(target=start, args=(db,)) for db in databases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(keys) == 6 and len(set(keys)) == 1 and len(keys[0]) == 32
+        assert state_key(databases[0]) == keys[0]
+    finally:
+        for db in databases:
+            db.dispose()

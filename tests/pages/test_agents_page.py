@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 from rastrillo.agents import grants
 from rastrillo.sessions import revoke_user
 from rastrillo.testing import TestApp
+from rastrillo.tools import consent
 from tests.agents.mcp_app import make_app
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -102,3 +103,10 @@ def test_a_token_outlives_the_users_signed_in_sessions(t):
     revoke_user(t.db, "3")  # signed out everywhere (a password change, say): the grant stands
     again = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert again["isError"] is False and again["structuredContent"]["user"] == "3"
+    revoke_user(t.db, "3")
+    write = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+             "params": {"name": "notes_post", "arguments": {"body": "hi"}}}
+    proposed = t.client.post("/mcp", json=write, headers=headers).json()["result"]
+    assert proposed["isError"] is True and "approve" in proposed["content"][0]["text"]
+    approval = proposed["_meta"]["rastrillo/approval"]["id"]
+    assert consent.get(t.db, approval).user_id == "3"
