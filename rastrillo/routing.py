@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -50,12 +49,12 @@ def is_action_part(name: str) -> bool:
     return not name.startswith(("_", "."))
 
 
-def route_for_file(relative: PurePosixPath) -> tuple[str, str]:
-    """Return (method, path) for a file relative to ``actions/``.
+def route_for_file(relative: str) -> tuple[str, str]:
+    """Return (method, path) for a file relative to ``actions/`` (``orders/[id].GET.py``).
 
     Raises :class:`RouteFileError` with a message naming what is wrong.
     """
-    *dirs, filename = relative.parts
+    *dirs, filename = relative.split("/")
     if not filename.endswith(".py"):
         raise RouteFileError("an action file must end in .py")
     stem = filename[: -len(".py")]

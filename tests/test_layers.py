@@ -116,3 +116,24 @@ def test_the_pure_packages_import_only_pure_ones() -> None:
     graph = package_graph()
     assert graph["registry"] <= {"errors"}
     assert graph["generate"] <= {"errors", "registry", "routing"}
+
+
+def test_a_command_builds_and_imports_no_other_command(capsys) -> None:
+    code = (
+        "import sys\nfrom rastrillo.cli.main import build_parser, _command\n"
+        "build_parser(_command(['--traceback', 'generate', '--check'])).parse_args("
+        "['--traceback', 'generate', '--check'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('rastrillo.cli.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    assert out.strip() == "['rastrillo.cli.main']"
+    from rastrillo.cli.main import main
+
+    for argv in (["--help"], ["-h", "generate"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        listing = capsys.readouterr().out
+        for command in ("new", "generate", "dev", "tools", "audit", "agents"):
+            assert f"    {command} " in listing

@@ -553,8 +553,8 @@ class Authority:
             (REVOKE_PATH, self._revocation_endpoint),
         ]
         return [
-            # RFC 9728 puts the resource's path after the well-known name; the contract's
-            # path, which /mcp's WWW-Authenticate names, is the bare one. Both answer.
+            # RFC 9728 puts the resource's path after the well-known name; the bare path
+            # is the one /mcp's WWW-Authenticate names. Both answer.
             *(
                 Route(path, _cors(request_response(handle), _GET), methods=_GET)
                 for path, handle in (

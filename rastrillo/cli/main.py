@@ -13,39 +13,64 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import GenerateError, RastrilloError
-from ..generate import generate
 from ..visible import for_terminal
 
+_COMMANDS = ("new", "generate", "dev", "tools", "audit", "agents")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone when it is one.
+
+    ``rastrillo generate`` thus builds and imports nothing of the commands it
+    does not run; ``rastrillo --help`` and a mistyped command get them all.
+    """
     parser = argparse.ArgumentParser(
         prog="rastrillo", description="Rastrillo: actions an AI agent can call, safely."
     )
     parser.add_argument("--traceback", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    wanted = (command,) if command in _COMMANDS else _COMMANDS
 
-    p = sub.add_parser("new", help="scaffold a new app")
-    p.add_argument("name")
-    p.set_defaults(func=_new)
+    if "new" in wanted:
+        p = sub.add_parser("new", help="scaffold a new app")
+        p.add_argument("name")
+        p.set_defaults(func=_new)
 
-    p = sub.add_parser("generate", help="write gen/ from actions/")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
-    p.add_argument("--check", action="store_true", help="write nothing; fail if gen/ is stale")
-    p.set_defaults(func=_generate)
+    if "generate" in wanted:
+        p = sub.add_parser("generate", help="write gen/ from actions/")
+        p.add_argument("dir", nargs="?", default=".", type=Path)
+        p.add_argument("--check", action="store_true", help="write nothing; fail if gen/ is stale")
+        p.set_defaults(func=_generate)
 
-    p = sub.add_parser("dev", help="serve, regenerating and restarting on change")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
-    p.add_argument("--addr", default="127.0.0.1:8000")
-    p.set_defaults(func=_dev)
+    if "dev" in wanted:
+        p = sub.add_parser("dev", help="serve, regenerating and restarting on change")
+        p.add_argument("dir", nargs="?", default=".", type=Path)
+        p.add_argument("--addr", default="127.0.0.1:8000")
+        p.set_defaults(func=_dev)
 
-    from .agents_cmd import add_agents_parser
-    from .audit_cmd import add_audit_parser
-    from .tools_cmd import add_tools_parser
+    if "tools" in wanted:
+        from .tools_cmd import add_tools_parser
 
-    add_tools_parser(sub)
-    add_audit_parser(sub)
-    add_agents_parser(sub)
+        add_tools_parser(sub)
+    if "audit" in wanted:
+        from .audit_cmd import add_audit_parser
+
+        add_audit_parser(sub)
+    if "agents" in wanted:
+        from .agents_cmd import add_agents_parser
+
+        add_agents_parser(sub)
     return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names before any help option, if it names one first."""
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
 
 
 def _new(args: argparse.Namespace) -> int:
@@ -57,6 +82,8 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from ..generate import generate
+
     changed = generate(args.dir, check=args.check)
     if args.check:
         if changed:
@@ -75,8 +102,8 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command(argv)).parse_args(argv)
     try:
         return int(args.func(args))
     except GenerateError as exc:

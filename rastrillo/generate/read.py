@@ -37,10 +37,14 @@ def read_tool(
     def refuse(line: int, message: str) -> None:
         problems.append(Problem(file=source, line=line, message=message))
 
-    call = _find_tool_call(tree, refuse)
-    if call is None:
+    value = _tool_value(tree, refuse)
+    if value is None:
         return None, problems
-    declared = _read_call(call, _imports(tree), refuse)
+    imports = _imports(tree)
+    if not (isinstance(value, ast.Call) and _dotted(value.func, imports) == "rastrillo.Tool"):
+        refuse(value.lineno, "TOOL must be rastrillo.Tool(...) called with literal arguments")
+        return None, problems
+    declared = _read_call(value, imports, refuse)
     readable = not problems
     check_tool(declared, method, path, refuse)
     if not readable:
@@ -60,24 +64,17 @@ def read_tool(
     return defn, problems
 
 
-def _find_tool_call(tree: ast.Module, refuse: Refuse) -> ast.Call | None:
+def _tool_value(tree: ast.Module, refuse: Refuse) -> ast.expr | None:
+    """The value assigned to `TOOL` at module level; None if none is, or more than one is."""
     values = [
         node.value
         for node in tree.body
         if (isinstance(node, ast.Assign) and any(map(_is_tool_name, node.targets)))
         or (isinstance(node, ast.AnnAssign) and _is_tool_name(node.target) and node.value)
     ]
-    if len(values) > 1:
-        for value in values[1:]:
-            refuse(value.lineno, "TOOL is assigned more than once; an action declares one tool")
-        return None
-    if not values:
-        return None
-    value = values[0]
-    if isinstance(value, ast.Call) and _dotted(value.func, _imports(tree)) == "rastrillo.Tool":
-        return value
-    refuse(value.lineno, "TOOL must be rastrillo.Tool(...) called with literal arguments")
-    return None
+    for value in values[1:]:
+        refuse(value.lineno, "TOOL is assigned more than once; an action declares one tool")
+    return values[0] if len(values) == 1 else None
 
 
 def _is_tool_name(target: ast.expr) -> bool:

@@ -57,7 +57,10 @@ def _too_long(line: str) -> bool:
     and skips a line that is one word, or that ends with a URL starting
     within the limit.
     """
-    if sum(2 if east_asian_width(c) in "WF" else 1 for c in line) <= _LINE_LENGTH:
+    width = len(line)
+    if not line.isascii():
+        width += sum(east_asian_width(c) in "WF" for c in line)
+    if width <= _LINE_LENGTH:
         return False
     words = line.split()
     if len(words) <= 1:

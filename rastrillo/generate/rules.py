@@ -13,8 +13,14 @@ from dataclasses import dataclass, field
 
 from rastrillo.errors import Problem
 from rastrillo.registry.confirm import placeholders
-from rastrillo.registry.declare import Access, Arg, ToolDef, tool_id
-from rastrillo.registry.schemas import WRITE_SUFFIX
+from rastrillo.registry.declare import (
+    WRITE_SUFFIX,
+    Access,
+    Arg,
+    ToolDef,
+    description_as_sent,
+    tool_id,
+)
 from rastrillo.routing import path_params
 
 __all__ = [
@@ -64,7 +70,7 @@ def check_tool(declared: Declared, method: str, path: str, refuse: Refuse) -> No
     description = declared.description
     if description is not None:
         line = declared.line_of("description")
-        sent = description + WRITE_SUFFIX if access is Access.WRITE else description
+        sent = description_as_sent(description, access)
         if not description.strip():
             refuse(line, "description is empty; the model chooses tools by it")
         elif len(sent) > MAX_DESCRIPTION:

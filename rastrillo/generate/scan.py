@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..errors import Problem
 from ..registry.declare import ToolDef
@@ -35,7 +35,7 @@ def scan_actions(app_dir: Path) -> tuple[list[ActionFile], list[Problem]]:
         return [], [Problem(ACTIONS_DIR, None, "no actions/ folder here")]
     for file, rel in _action_files(str(root), ""):
         source = f"{ACTIONS_DIR}/{rel}"
-        action, found = _read_action(file, PurePosixPath(rel), source)
+        action, found = _read_action(file, rel, source)
         problems.extend(found)
         if action is not None:
             actions.append(action)
@@ -63,21 +63,24 @@ def _action_files(folder: str, prefix: str) -> list[tuple[str, str]]:
     return found
 
 
-def _read_action(
-    file: str, rel: PurePosixPath, source: str
-) -> tuple[ActionFile | None, list[Problem]]:
+def _read_action(file: str, rel: str, source: str) -> tuple[ActionFile | None, list[Problem]]:
     try:
         method, path = route_for_file(rel)
     except RouteFileError as exc:
         return None, [Problem(source, None, str(exc))]
+    # Bytes, decoded by the parser as Python's import decodes them (UTF-8 unless the
+    # file says otherwise); a file that cannot be decoded is a syntax error.
     try:
-        with open(file, encoding="utf-8") as handle:
+        with open(file, "rb") as handle:
             text = handle.read()
+    except OSError as exc:
+        return None, [Problem(source, None, f"cannot be read: {exc.strerror}")]
+    try:
         tree = ast.parse(text, filename=source)
     except SyntaxError as exc:
         return None, [Problem(source, exc.lineno, f"syntax error: {exc.msg}")]
-    except (UnicodeDecodeError, ValueError) as exc:
-        return None, [Problem(source, None, f"cannot be read as UTF-8 Python: {exc}")]
+    except ValueError as exc:  # null bytes, on the Pythons that say so with ValueError
+        return None, [Problem(source, None, f"cannot be read as Python: {exc}")]
     problems: list[Problem] = []
     if not _defines_handle(tree):
         problems.append(Problem(source, None, "defines no handle(ctx) at module level"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from ..errors import GenerateError
@@ -52,11 +51,12 @@ def _read(path: Path) -> str | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Write ``path`` whole or not at all: a file of this process's beside it, renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise

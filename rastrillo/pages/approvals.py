@@ -28,7 +28,8 @@ _PATH = consent.APPROVAL_PATH + "{id}"
 
 
 @require
-def show(ctx: Context) -> Response:
+def show_approval(ctx: Context) -> Response:
+    """GET: the approval page, for the user the call acts for."""
     record = _own(ctx)
     if record is None:
         return ctx.not_found()
@@ -59,7 +60,8 @@ def _typed(value: object) -> tuple[str, list[visible.Part]]:
 
 
 @require
-def decide(ctx: Context) -> Response:
+def post_decision(ctx: Context) -> Response:
+    """POST: the page's form, Approve or Decline, recorded by `consent.decide`."""
     if _own(ctx) is None:
         return ctx.not_found()
     decision = ctx.form.get("decision")
@@ -83,6 +85,6 @@ def _own(ctx: Context) -> consent.ApprovalRecord | None:
 def approval_routes() -> list[Route]:
     """The approval page's routes, added to every app's router."""
     return [
-        Route("GET", _PATH, "rastrillo/pages/approvals.py", show),
-        Route("POST", _PATH, "rastrillo/pages/approvals.py", decide),
+        Route("GET", _PATH, "rastrillo/pages/approvals.py", show_approval),
+        Route("POST", _PATH, "rastrillo/pages/approvals.py", post_decision),
     ]

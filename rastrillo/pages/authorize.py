@@ -59,7 +59,7 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         return page(ctx, request, request.agent_suggestion)
 
     @require
-    def decide(ctx: Context) -> Response:
+    def post_decision(ctx: Context) -> Response:
         if not ctx.actor.human or ctx.request.headers.get("sec-fetch-dest") in _FRAMED:
             return ctx.text("Answer on the page itself, not inside another.", status=403)
         request_id = ctx.form.get("request", "")
@@ -91,7 +91,7 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
 
     return [
         Route("GET", oauth.CONSENT_PATH, _SOURCE, show),
-        Route("POST", oauth.CONSENT_PATH, _SOURCE, decide),
+        Route("POST", oauth.CONSENT_PATH, _SOURCE, post_decision),
     ]
 
 

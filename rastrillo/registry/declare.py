@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "ARG_TYPES",
+    "WRITE_SUFFIX",
     "Access",
     "Arg",
     "ArgMap",
@@ -25,6 +26,7 @@ __all__ = [
     "ToolRead",
     "ToolWrite",
     "arg_problems",
+    "description_as_sent",
     "tool_id",
     "type_name",
 ]
@@ -39,6 +41,14 @@ class Access(StrEnum):
 
 ToolRead = Access.READ
 ToolWrite = Access.WRITE
+
+WRITE_SUFFIX = " (write: requires human confirmation)"
+"""Appended to a write tool's description, so the model knows the call may pause."""
+
+
+def description_as_sent(description: str, access: Access | None) -> str:
+    """A tool's description as a model reads it: a write's says that the call may pause."""
+    return description + WRITE_SUFFIX if access is Access.WRITE else description
 
 
 ArgType = type[str] | type[int] | type[float] | type[bool]
@@ -83,7 +93,7 @@ class Arg:
             object.__setattr__(self, "choices", tuple(self.choices))
         constraints = tuple((n, v) for n in ARG_KEYWORDS[2:] if (v := getattr(self, n)) is not None)
         object.__setattr__(self, "constraints", constraints)
-        problems = arg_problems(
+        problems = [] if self.plain else arg_problems(
             type=self.type,
             required=self.required,
             choices=self.choices,
@@ -101,7 +111,7 @@ class Arg:
     @property
     def plain(self) -> bool:
         """A required string with no constraint: what a plain description declares."""
-        return not self.declared()
+        return self.type is str and self.required is True and not self.constraints
 
     def declared(self) -> list[tuple[str, object]]:
         """The keyword arguments that differ from the defaults, in declaration order."""
@@ -282,15 +292,16 @@ class ArgMap(Mapping[str, Arg]):
 
 def _normalise(obj: Tool | ToolDef) -> None:
     """``access`` as the `Access` member (every check compares with ``is``), ``args`` frozen."""
-    try:
-        access = Access(obj.access) if isinstance(obj.access, str) else None
-    except ValueError:
-        access = None
-    if access is None:
-        raise ValueError(
-            f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
-        )
-    object.__setattr__(obj, "access", access)
+    if not isinstance(obj.access, Access):
+        try:
+            access = Access(obj.access) if isinstance(obj.access, str) else None
+        except ValueError:
+            access = None
+        if access is None:
+            raise ValueError(
+                f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
+            )
+        object.__setattr__(obj, "access", access)
     if not isinstance(obj.args, ArgMap):
         object.__setattr__(obj, "args", ArgMap(obj.args))
 

@@ -18,19 +18,16 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rastrillo.registry.declare import Access, Arg, ToolDef
+from rastrillo.registry.declare import WRITE_SUFFIX, Access, Arg, ToolDef, description_as_sent
 from rastrillo.registry.validate import phrases
 
 __all__ = ["FORMATS", "WRITE_SUFFIX", "schemas", "schemas_json"]
-
-WRITE_SUFFIX = " (write: requires human confirmation)"
-"""Appended to a write tool's description, so the model knows the call may pause."""
 
 Schema = dict[str, Any]
 
 
 def _description(defn: ToolDef) -> str:
-    return defn.description + WRITE_SUFFIX if defn.access is Access.WRITE else defn.description
+    return description_as_sent(defn.description, defn.access)
 
 
 _JSON_TYPE = {str: "string", int: "integer", float: "number", bool: "boolean"}

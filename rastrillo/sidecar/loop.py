@@ -35,7 +35,7 @@ from ..storage import Database, DatabaseUnavailable
 from .lease import DEFAULT_NAME, Lease, record_pass
 from .planner import BACKOFF_CAP, POLL_FLOOR, Streaks, Wake, plan_next
 
-logger = logging.getLogger("rastrillo.sidecar")
+log = logging.getLogger("rastrillo.sidecar")
 
 MAX_CHUNK = 60.0
 """The longest single sleep before the wall clock is consulted again."""
@@ -222,11 +222,11 @@ class SidecarLoop:
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         """First call: stop after (or abandon) the current pass. Second: force the exit."""
         if self._stop.is_set():
-            logger.warning("sidecar: second signal %s; forcing exit", signal.Signals(signum).name)
+            log.warning("sidecar: second signal %s; forcing exit", signal.Signals(signum).name)
             self._force.set()
             return
         self._signum = signum
-        logger.info("sidecar: %s received; stopping", signal.Signals(signum).name)
+        log.info("sidecar: %s received; stopping", signal.Signals(signum).name)
         self._stop.set()
 
     async def run(self, *, handle_signals: bool = True) -> int:
@@ -239,7 +239,7 @@ class SidecarLoop:
                 loop.add_signal_handler(signum, self.request_stop, signum)
         if is_async_callable(self.pass_fn):
             self._runner = _AsyncRunner()
-        logger.info(
+        log.info(
             "sidecar starting poll_floor_s=%.0f backoff_cap_s=%.0f jitter=%s lease_ttl_s=%s",
             POLL_FLOOR,
             BACKOFF_CAP,
@@ -258,7 +258,7 @@ class SidecarLoop:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(signum)
         reason = "signal" if self._signum is not None else "stopped"
-        logger.info("sidecar exiting reason=%s exit_code=%d passes=%d", reason, code, self.passes)
+        log.info("sidecar exiting reason=%s exit_code=%d passes=%d", reason, code, self.passes)
         return code
 
     async def _loop(self) -> int:
@@ -281,7 +281,7 @@ class SidecarLoop:
             outcome = _Outcome(error=unavailable) if unavailable else await self._run_pass(ctx)
             duration_ms = (self.clock.monotonic() - started) * 1000
             if outcome.abandoned or outcome.forced:
-                logger.error(
+                log.error(
                     "sidecar pass pass_id=%d outcome=abandoned duration_ms=%.0f: it did not stop "
                     "within %g s of being asked",
                     ctx.pass_id,
@@ -292,7 +292,7 @@ class SidecarLoop:
             if isinstance(outcome.error, KeyboardInterrupt | SystemExit):
                 raise outcome.error
             if ctx.stopping.is_set() and outcome.error is not None:
-                logger.info(
+                log.info(
                     "sidecar pass pass_id=%d outcome=cancelled duration_ms=%.0f next_due=unchanged "
                     "sleep_s=0",
                     ctx.pass_id,
@@ -312,8 +312,8 @@ class SidecarLoop:
             )
             streaks = plan.streaks
             if plan.warning is not None:
-                logger.warning(plan.warning)
-            logger.log(plan.log_level, plan.log_line, exc_info=plan.error)
+                log.warning(plan.warning)
+            log.log(plan.log_level, plan.log_line, exc_info=plan.error)
             if unavailable is None:
                 await self._record(ctx, plan.ok, streaks.failures, plan.next_due)
             if await self._sleep_until(plan.wake):
@@ -383,7 +383,7 @@ class SidecarLoop:
                 and not await self._keep_lease()
                 and not self._stop.is_set()
             ):
-                logger.error("sidecar: lease lost during a pass; asking the pass to stop")
+                log.error("sidecar: lease lost during a pass; asking the pass to stop")
                 asked_at = self._ask_to_stop(ctx, cancel)
 
     def _ask_to_stop(self, ctx: PassContext, cancel: Callable[[], object] | None) -> float:
@@ -399,21 +399,21 @@ class SidecarLoop:
         while not self._stop.is_set():
             if await self._keep_lease():
                 if standby_logged or error_logged:
-                    logger.info("sidecar: lease acquired; leaving standby")
+                    log.info("sidecar: lease acquired; leaving standby")
                 return True
             if self._lease_error is not None:
                 # Not another process: this one cannot take the lease at all. Say why,
                 # once per distinct error, and keep trying.
                 error = f"{type(self._lease_error).__name__}: {self._lease_error}"
                 if error != error_logged:
-                    logger.error(
+                    log.error(
                         "sidecar: cannot take the lease (%s); retrying every %.1f s",
                         error,
                         self._standby_every,
                     )
                     error_logged = error
             elif not standby_logged:
-                logger.info(
+                log.info(
                     "sidecar: standby, another process holds the lease; checking every %.1f s",
                     self._standby_every,
                 )
@@ -449,7 +449,7 @@ class SidecarLoop:
             self._lease_error = exc
             held = since < self.lease.ttl * 2 / 3
             if math.isfinite(since):  # renewing a lease held, not taking one
-                logger.warning(
+                log.warning(
                     "sidecar: lease renewal failed (%s: %s); held=%s", type(exc).__name__, exc, held
                 )
             return held
@@ -474,7 +474,7 @@ class SidecarLoop:
                 )
             )
         except Exception as exc:
-            logger.error(
+            log.error(
                 "sidecar: could not record the pass state (%s: %s)", type(exc).__name__, exc
             )
 
@@ -483,7 +483,7 @@ class SidecarLoop:
         try:
             await asyncio.wait_for(in_thread(self.lease.release), 1.0)
         except Exception as exc:
-            logger.warning(
+            log.warning(
                 "sidecar: could not release the lease (%s: %s)", type(exc).__name__, exc
             )
 

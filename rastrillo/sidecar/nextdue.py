@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 TOKEN_ENV = "CARLOS_ADMIN_TOKEN"
 
-logger = logging.getLogger("rastrillo.sidecar")
+log = logging.getLogger("rastrillo.sidecar")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -94,7 +94,7 @@ def next_due_endpoint(
         try:
             due = await compute()
         except Exception:
-            logger.exception("next-due: computing the next due instant failed")
+            log.exception("next-due: computing the next due instant failed")
             return PlainTextResponse("next due unavailable\n", status_code=500, headers=_NO_STORE)
         return JSONResponse({"due": unix_seconds(due)}, headers=_NO_STORE)
 

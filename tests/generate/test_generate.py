@@ -90,6 +90,23 @@ def test_refusals_name_the_file_and_leave_gen_alone(tmp_path, files, expected):
     assert snapshot(tmp_path) == before
 
 
+def test_files_are_decoded_as_python_imports_them(tmp_path):
+    latin1 = '# -*- coding: latin-1 -*-\nTOOL = rastrillo.Tool(description="Caf\u00e9.")\n'
+    (tmp_path / "actions").mkdir()
+    (tmp_path / "actions" / "cafe.GET.py").write_bytes(
+        latin1.encode("latin-1") + b"import rastrillo\n" + HANDLE.encode()
+    )
+    generate(tmp_path)
+    assert 'description="Caf\u00e9."' in (tmp_path / "gen" / "tools.py").read_text("utf-8")
+    (tmp_path / "actions" / "bad.GET.py").write_bytes(b"x = '\xff'\n" + HANDLE.encode())
+    (tmp_path / "actions" / "gone.GET.py").symlink_to(tmp_path / "nowhere.py")
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    message = str(info.value)
+    assert "actions/bad.GET.py:1: syntax error: (unicode error) 'utf-8' codec" in message
+    assert "actions/gone.GET.py: cannot be read: No such file or directory" in message
+
+
 def test_every_problem_is_listed_at_once(tmp_path):
     make(tmp_path, {"a.FETCH.py": HANDLE, "b.GET.py": "def (", "[]/c.GET.py": HANDLE})
     with pytest.raises(GenerateError) as info:

@@ -225,7 +225,7 @@ def test_fields_by_keyword_only_and_known() -> None:
     ]
 
 
-# --- the rules of section 3 ------------------------------------------------------
+# --- the rules of generate/rules.py ---------------------------------------------
 
 
 def test_write_tool_needs_confirm() -> None:

@@ -37,7 +37,7 @@ def refusals(code: str, method: str = BUY[0], path: str = BUY[1]) -> list[tuple[
     return [(p.line, p.message) for p in problems]
 
 
-def test_the_contracts_example_is_read_as_written() -> None:
+def test_a_declaration_of_every_kind_of_arg_is_read_as_written() -> None:
     defn, problems = read(
         """\
         import rastrillo

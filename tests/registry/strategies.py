@@ -79,7 +79,7 @@ def values_for(arg: Arg) -> st.SearchStrategy[Any]:
 
 
 def satisfies(arg: Arg, value: object) -> bool:
-    """The contract's rule, written independently of the code under test."""
+    """Whether a JSON value satisfies an `Arg`, written independently of the code under test."""
     import math
     import re
 

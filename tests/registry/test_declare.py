@@ -1,4 +1,4 @@
-"""Tool, ToolDef, Access and tool ids: frozen values and the contract's id rule."""
+"""Tool, ToolDef, Access and tool ids: frozen values and the id rule of `tool_id`."""
 
 from __future__ import annotations
 

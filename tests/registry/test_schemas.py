@@ -1,8 +1,8 @@
 """Schemas for every provider, checked against each provider's published constraints.
 
 The registries come from declarations generate accepts, so these tests also
-check the contract's claim: a registry that passes the rules renders validly
-for every provider at once.
+check the rules' promise (generate/rules.py): a registry that passes them renders
+validly for every provider at once.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def check_input_schema(schema: dict[str, Any], defn: ToolDef, *, strict: bool = 
         # What OpenAI's own SDK makes of a schema for strict mode changes nothing here.
         strict_form = _ensure_strict_json_schema(copy.deepcopy(schema), path=(), root={})
         if not schema["properties"]:
-            assert strict_form.pop("required") == []  # the contract leaves it out for no args
+            assert strict_form.pop("required") == []  # our schema leaves it out for no args
         assert strict_form == schema
 
 

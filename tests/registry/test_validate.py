@@ -138,7 +138,7 @@ def test_wire_texts() -> None:
 
 
 @given(args(), JSON_VALUES)
-def test_any_json_value_is_accepted_only_if_the_contract_allows_it(arg: Arg, value: object):
+def test_any_json_value_is_accepted_only_if_its_declaration_allows_it(arg: Arg, value: object):
     try:
         got = accept(arg, value)
     except Invalid as exc:

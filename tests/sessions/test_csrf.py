@@ -39,7 +39,7 @@ def headers_for(app: App, fetch: str | None, origin: str | None, referer: str | 
 
 
 def allowed(fetch: str | None, origin: str | None, referer: str | None) -> bool:
-    """Section 9: the first header present decides; none present refuses."""
+    """The rule CSRFMiddleware keeps: the first header present decides; none refuses."""
     if fetch is not None:
         return fetch in ("same-origin", "none")
     if origin is not None:

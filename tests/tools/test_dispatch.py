@@ -1,4 +1,4 @@
-"""Dispatch: validation in the contract's order, the request it builds, the result."""
+"""Dispatch: validation in the order `dispatch` checks, the request it builds, the result."""
 
 from __future__ import annotations
 

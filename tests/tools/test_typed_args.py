@@ -289,7 +289,7 @@ UNSAFE = re.compile(
 
 
 def _canonical(declared: dict[str, Arg], values: dict[str, Any]) -> dict[str, Any] | None:
-    """What must reach the handler, by the contract; None when the call must be refused."""
+    """What must reach the handler, by the declared args; None when the call must be refused."""
     out: dict[str, Any] = {}
     for name, arg in declared.items():
         value = values.get(name)
