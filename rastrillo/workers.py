@@ -64,8 +64,12 @@ def listen(host: str, port: int, uds: str | None, count: int) -> list[socket.soc
     socks: list[socket.socket] = []
     try:
         for _ in range(count):
-            sock = socket.socket(family)
+            # Made as a TCP socket by name: asyncio turns Nagle's algorithm off only on
+            # connections whose socket says IPPROTO_TCP, and with it on, every answer on a
+            # keep-alive connection waits ~40 ms for the client's delayed ACK.
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             socks.append(sock)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((host, port))

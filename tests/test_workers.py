@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from rastrillo import Options, run
+from rastrillo.workers import listen
 from tests.support import Server, until, write_app
 
 ACTIONS = {
@@ -124,6 +125,18 @@ def test_connections_opened_at_once_are_spread_over_the_workers(app_dir, serve):
     assert set(answered_by) == workers
     # Even spreading puts fewer than 4 of 32 on one worker once in about 400,000 runs.
     assert min(answered_by.count(pid) for pid in workers) >= 4, answered_by
+
+
+def test_a_workers_connections_send_without_waiting_for_the_clients_ack():
+    # With Nagle's algorithm on, each answer on a keep-alive connection waits ~40 ms for
+    # the client's delayed ACK. asyncio turns it off only for sockets that say IPPROTO_TCP.
+    [sock] = listen("127.0.0.1", 0, None, 1)
+    sock.settimeout(5)
+    with sock, socket.create_connection(sock.getsockname()[:2], timeout=5):
+        accepted, _ = sock.accept()
+        with accepted:
+            assert accepted.proto == socket.IPPROTO_TCP
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
 def test_a_second_server_on_a_taken_address_fails(app_dir, serve):
