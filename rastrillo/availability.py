@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import threads
 from .drain import ShuttingDown
 from .storage import Database, DatabaseUnavailable, is_unavailable
 
@@ -78,7 +78,7 @@ def readiness(db: Database) -> Callable[[Request], Awaitable[Response]]:
 
     async def ready(request: Request) -> Response:
         try:
-            await run_in_threadpool(db.check)
+            await threads.in_thread(db.check)
         except DatabaseUnavailable as exc:
             return unavailable(exc)
         return PlainTextResponse("ready", headers={"Cache-Control": "no-store"})

@@ -31,7 +31,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.to_thread
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import (
@@ -56,6 +55,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.csrf import canonical_origin
@@ -99,7 +99,7 @@ class _GrantVerifier:
         self.db = db
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        grant = await anyio.to_thread.run_sync(grants.authenticate, self.db, token)
+        grant = await threads.in_thread(grants.authenticate, self.db, token)
         if grant is None:
             return None
         # The principal the SDK binds request state (and sessions) to is this grant.
@@ -164,7 +164,7 @@ class McpEndpoint:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """The SDK's session manager, started for as long as the app serves."""
-        self._codec.load(await anyio.to_thread.run_sync(state_key, self._settings.db))
+        self._codec.load(await threads.in_thread(state_key, self._settings.db))
         async with self._manager.run():
             self._started = True
             try:
@@ -208,7 +208,7 @@ class McpEndpoint:
             return _approval_needed(pending)
         except ApprovalInvalid as exc:
             if exc.reason == "pending" and declined is None and _can_elicit_url(ctx):
-                record = await anyio.to_thread.run_sync(consent.get, self._settings.db, approval)
+                record = await threads.in_thread(consent.get, self._settings.db, approval)
                 if record is not None:
                     return _input_required(
                         ConfirmRequired(
@@ -262,7 +262,7 @@ class McpEndpoint:
         """
         session = self._sessions.get(grant.id)
         if session is None or fresh:
-            session = await anyio.to_thread.run_sync(
+            session = await threads.in_thread(
                 create_session, self._settings.db, grant.user_id
             )
             self._sessions[grant.id] = session

@@ -70,13 +70,13 @@ from mcp.shared.auth import (
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl
 from sqlalchemy import Boolean, Column, String, Table, Text, delete, select, update
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message
 
+from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.storage import METADATA, Database, Instant
 
@@ -340,7 +340,7 @@ class Authority:
     async def get_client(self, client_id: str) -> Client | None:
         if not _CLIENT_ID.fullmatch(client_id):
             return None
-        return await run_in_threadpool(self._get_client, client_id)
+        return await threads.in_thread(self._get_client, client_id)
 
     def _get_client(self, client_id: str) -> Client | None:
         with self.db.read() as conn:
@@ -359,7 +359,7 @@ class Authority:
             "info": client_info.model_dump_json(exclude_none=True),
             "created_at": self.db.clock.now(),
         }
-        await run_in_threadpool(self._insert, clients_table, row)
+        await threads.in_thread(self._insert, clients_table, row)
 
     def _insert(self, table: Table, row: dict[str, Any]) -> None:
         with self.db.write() as conn:
@@ -388,7 +388,7 @@ class Authority:
             "created_at": now,
             "expires_at": now + REQUEST_TTL,
         }
-        await run_in_threadpool(self._record_request, row)
+        await threads.in_thread(self._record_request, row)
         return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
 
     def _record_request(self, row: dict[str, Any]) -> None:
@@ -402,7 +402,7 @@ class Authority:
     ) -> Code | None:
         if not _RANDOM_256.fullmatch(authorization_code):
             return None
-        return await run_in_threadpool(self._load_code, client.client_id, authorization_code)
+        return await threads.in_thread(self._load_code, client.client_id, authorization_code)
 
     def _load_code(self, client_id: str, code: str) -> Code | None:
         table = authorizations_table
@@ -445,7 +445,7 @@ class Authority:
         self, client: OAuthClientInformationFull, authorization_code: Code
     ) -> OAuthToken:
         name = client.client_name or "unnamed client"
-        tokens = await run_in_threadpool(self._redeem, authorization_code.request_id, name)
+        tokens = await threads.in_thread(self._redeem, authorization_code.request_id, name)
         return _oauth_token(tokens)
 
     def _redeem(self, request_id: str, client_name: str) -> grants.Tokens:
@@ -486,7 +486,7 @@ class Authority:
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> Refresh | None:
-        grant = await run_in_threadpool(grants.refresh_grant, self.db, refresh_token)
+        grant = await threads.in_thread(grants.refresh_grant, self.db, refresh_token)
         if grant is None or grant.client_id != client.client_id:
             return None
         return Refresh(
@@ -496,20 +496,20 @@ class Authority:
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: Refresh, scopes: list[str]
     ) -> OAuthToken:
-        tokens = await run_in_threadpool(grants.rotate_refresh, self.db, refresh_token.token)
+        tokens = await threads.in_thread(grants.rotate_refresh, self.db, refresh_token.token)
         if tokens is None:
             raise TokenError("invalid_grant", "refresh token already used: the grant is revoked")
         return _oauth_token(tokens)
 
     async def load_access_token(self, token: str) -> Access | None:
-        grant = await run_in_threadpool(grants.authenticate, self.db, token)
+        grant = await threads.in_thread(grants.authenticate, self.db, token)
         if grant is None or grant.client_id is None:
             return None
         return Access(token=token, client_id=grant.client_id, scopes=[], grant_id=grant.id)
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         if isinstance(token, Access | Refresh):
-            await run_in_threadpool(grants.revoke, self.db, token.grant_id)
+            await threads.in_thread(grants.revoke, self.db, token.grant_id)
 
     # -- HTTP ------------------------------------------------------------------------------
 
