@@ -86,7 +86,7 @@ def create_session(
         conn.execute(delete(sessions_table).where(_expired(t)))
         conn.execute(
             sessions_table.insert().values(
-                id_digest=_digest(session_id),
+                id_digest=session_digest(session_id),
                 user_id=str(user_id),
                 created=t,
                 expires=t + lifetime,
@@ -99,7 +99,7 @@ def create_session(
 
 def find_session(db: Database, session_id: str) -> Session | None:
     """The valid session with this id, its idle expiry moved forward; else None."""
-    digest = _digest(session_id)
+    digest = session_digest(session_id)
     t = db.clock.now()
     row = db.query_one(_FIND, digest=digest)
     if row is None:
@@ -123,7 +123,7 @@ def find_session(db: Database, session_id: str) -> Session | None:
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:
-        conn.execute(delete(sessions_table).where(_with_digest(_digest(session_id))))
+        conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
 
 
 def revoke_user(db: Database, user_id: str | int) -> int:
@@ -142,5 +142,6 @@ def _with_digest(digest: str) -> ColumnElement[bool]:
     return sessions_table.c.id_digest == digest
 
 
-def _digest(session_id: str) -> str:
+def session_digest(session_id: str) -> str:
+    """What the table keeps of a session id: its SHA-256 digest (a key for rows naming one)."""
     return hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()
