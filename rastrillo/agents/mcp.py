@@ -37,7 +37,6 @@ import mcp_types as types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
-    BearerAuthBackend,
     RequireAuthMiddleware,
 )
 from mcp.server.auth.provider import AccessToken
@@ -53,7 +52,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl, ConfigDict
 from sqlalchemy import Column, String, Table, false, select
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -98,27 +99,36 @@ class GrantToken(AccessToken):
     """The token's key in the verifier's memory (a digest: the token itself is not kept)."""
 
 
-class _GrantVerifier:
-    """The SDK's ``TokenVerifier``, backed by the grant store.
+class _GrantBackend(AuthenticationBackend):
+    """The bearer check of ``/mcp``: ``Authorization: Bearer <token>`` to its grant.
 
-    The store is read (in a worker thread) when this process first sees a token,
-    then again once a minute, or at once when :meth:`forget` is called. In
-    between, a revocation shows in the session check a call makes anyway,
-    before the app runs, in the thread hop the call has for its handler:
-    revoking a grant ends the sessions of its calls (:func:`grants.grant_session`),
-    so a call finds its session ended, and :class:`McpEndpoint` looks the
-    grant up again. A call costs one thread hop, not two.
+    The grant store is read, in a worker thread, for every request but a tool
+    call. A tool call (which a 2026-07-28 client names in its ``Mcp-Method``
+    header, and the SDK holds the header to the body) may use a token this
+    process checked in the last minute, until its expiry: a revocation since
+    then shows in the session check the call makes anyway, before the app
+    runs, in the thread hop the call has for its handler, since revoking a
+    grant ends the sessions of its calls (:func:`grants.grant_session`). Then
+    :class:`McpEndpoint` looks the grant up, finds it revoked and answers 401.
+    So a tool call costs one thread hop, not two.
     """
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._checked: dict[bytes, tuple[GrantToken, datetime]] = {}
 
-    async def verify_token(self, token: str) -> AccessToken | None:
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        access = await self._access(token, tool_call=conn.headers.get("mcp-method") == "tools/call")
+        return None if access is None else (AuthCredentials([]), AuthenticatedUser(access))
+
+    async def _access(self, token: str, *, tool_call: bool) -> GrantToken | None:
         key = hashlib.sha256(token.encode()).digest()
         now = self.db.clock.now()
         known = self._checked.get(key)
-        if known is not None and now < known[1]:
+        if tool_call and known is not None and now < known[1]:
             return known[0]
         found = await threads.in_thread(grants.authenticate_until, self.db, token)
         if found is None:
@@ -187,9 +197,9 @@ class McpEndpoint:
         self._manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
         metadata = AnyHttpUrl(self._settings.origin + RESOURCE_METADATA_PATH)
         protected = RequireAuthMiddleware(self._manager.handle_request, [], metadata)
-        self._verifier = _GrantVerifier(db)
+        self._bearer = _GrantBackend(db)
         self._asgi: ASGIApp = AuthenticationMiddleware(
-            AuthContextMiddleware(protected), backend=BearerAuthBackend(self._verifier)
+            AuthContextMiddleware(protected), backend=self._bearer
         )
         self._unauthorized = protected
         self._started = False
@@ -284,7 +294,7 @@ class McpEndpoint:
             if session is None:
                 session = await threads.in_thread(grants.grant_session, settings.db, grant)
                 if session is None:
-                    self._verifier.forget(access)
+                    self._bearer.forget(access)
                     return None
                 self._sessions[grant.id] = session
             call = Call(
@@ -309,7 +319,7 @@ class McpEndpoint:
             # sessions. A new one if the grant is live, and the call again.
             if self._sessions.get(grant.id) == session:  # not another call's new one
                 del self._sessions[grant.id]
-            self._verifier.forget(access)
+            self._bearer.forget(access)
         raise AssertionError("unreachable")
 
 
