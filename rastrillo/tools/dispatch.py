@@ -50,7 +50,7 @@ from rastrillo.registry.errors import (
 from rastrillo.registry.validate import Invalid, accept, wire
 from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import Session, find_session, is_session_id
+from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
@@ -73,6 +73,7 @@ class Target(Protocol):
     """The registry ``dispatch(app, call)`` checks a call against."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
 
 # Control characters other than tab and newline, lone surrogates (not UTF-8),
 # and the bidirectional marks, embeddings, overrides and isolates that can make
@@ -414,50 +415,60 @@ class _Write:
         self.approval: Approval | None = None
 
     def check(self) -> None:
-        call = self.call
-        if call.session is not None:
-            self.session = find_session(self.app.db, call.session)
-        self.user_id = _check_user(self.defn, call, self.session)
-        self.approval = self._consent(self.user_id)
+        """In one write transaction: the session's user, then the consent (step 5).
 
-    def _consent(self, user_id: str | None) -> Approval:
-        """Step 5: a write needs the user's approval of this exact call, used once.
-
-        The sentence shows the values as they go on the wire, and the approval
-        binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
-        ``call.approval``, the identical call's own approval counts: an approved one
-        is used, a pending one is named again; else a new one is asked.
+        A write needs the user's approval of this exact call, used once. The sentence
+        shows the values as they go on the wire, and the approval binds them:
+        ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
+        ``call.approval``, the identical call's own approval counts: an approved one is
+        used, a pending one is named again; else a new one is asked.
         """
-        assert user_id is not None  # _check_user refuses a write without one
-        app, defn, call, values = self.app, self.defn, self.call, self.values
+        app, defn, call = self.app, self.defn, self.call
+        if call.session is None:
+            _check_user(defn, call, None)  # refused: a write needs a session
         sentence = confirm_sentence(defn, self.texts)
         actor = str(call.actor)
-        if call.approval is None:
-            found = consent.redeem_identical(
-                app.db, tool=defn.id, args=values, actor=actor, user_id=user_id, sentence=sentence
-            )
-            if isinstance(found, Approval):
-                return found
-            record = found or consent.request_approval(
+        now = app.db.clock.now()
+        refused: BadActor | None = None
+        outcome: Approval | consent.ApprovalRecord | None = None
+        with app.db.driver_write() as tx:
+            self.session = find_session_in(tx, now, call.session)
+            try:
+                self.user_id = user_id = _check_user(defn, call, self.session)
+            except BadActor as exc:
+                refused = exc  # raised once the session's own upkeep is committed
+            else:
+                assert user_id is not None  # _check_user refuses a write without one
+                outcome = consent.settle(
+                    tx,
+                    now,
+                    call.approval,
+                    tool=defn.id,
+                    args=self.values,
+                    actor=actor,
+                    user_id=user_id,
+                    sentence=sentence,
+                    ttl=app.approval_ttl,
+                    agent=call.actor.name,
+                )
+        if refused is not None:
+            raise refused
+        if isinstance(outcome, Approval):
+            self.approval = outcome
+            return
+        if outcome is None:
+            assert self.user_id is not None
+            consent.refuse(
                 app.db,
+                call.approval,
+                now,
                 tool=defn.id,
-                args=values,
-                sentence=sentence,
+                args=self.values,
                 actor=actor,
-                user_id=user_id,
-                ttl=app.approval_ttl,
-                agent=call.actor.name,
+                user_id=self.user_id,
+                sentence=sentence,
             )
-            raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
-        return consent.redeem(
-            app.db,
-            call.approval if isinstance(call.approval, str) else "",
-            tool=defn.id,
-            args=values,
-            actor=actor,
-            user_id=user_id,
-            sentence=sentence,
-        )
+        raise ConfirmRequired(defn.id, sentence, outcome.id, app.origin + outcome.url)
 
 
 @dataclass(frozen=True)
