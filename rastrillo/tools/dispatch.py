@@ -72,6 +72,12 @@ class Target(Protocol):
     tools: Sequence[ToolDef]
     """The registry ``dispatch(app, call)`` checks a call against."""
 
+    def checks_in_handle(self, defn: ToolDef) -> bool:
+        """Whether the router runs a ``ToolCallMarker.check`` for this tool in the worker
+        thread its ``handle`` runs in, before ``handle`` and with nothing of the app's
+        before it."""
+        ...
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
@@ -153,6 +159,12 @@ class ToolCallMarker:
     form: Mapping[str, str] | None = None
     """The form fields the request's body carries (not for a GET): the router takes them
     from here rather than parse the body dispatch itself encoded."""
+    check: Callable[[], ToolCallMarker | None] | None = None
+    """For an approved write sent to a sync ``handle`` with nothing of the app's between
+    (``Target.checks_in_handle``): its session and consent are still to be checked. The
+    router calls this in the worker thread that is to run ``handle``, before it, and runs
+    ``handle`` only with the marker it returns; None means refused, and ``handle`` does not
+    run. This marker itself carries no user, approval or args."""
 
 
 @overload
@@ -228,39 +240,66 @@ async def dispatch(
         _check_agent(call)
         agent = call.actor.name
         texts = {name: wire(value) for name, value in values.items()}
+        params = _path_params(defn.path)
+        fields = {k: v for k, v in sorted(texts.items()) if k not in params}
         session = None
+        write: _Write | None = None
         if defn.access is Access.WRITE:
             approval_id = call.approval
-            # Needed before the app runs, both in one worker-thread hop: the user whose
-            # session the call carries approves it, and the approval is used once.
             write = _Write(app, defn, call, values, texts)
+        elif call.session is not None and call.actor.user_id is not None:
+            # A claimed user is checked before the app runs. Otherwise a read's session
+            # is looked up by the session middleware, as a browser's is, in the one
+            # worker-thread hop a request has for it.
+            session = await threads.in_thread(find_session, app.db, call.session)
+        if write is None:
+            user_id = _check_user(defn, call, session)
+
+        def marker() -> ToolCallMarker:
+            actor = call.actor
+            if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
+                actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+            return ToolCallMarker(
+                actor,
+                session,
+                defn.path,
+                {name: values.get(name) for name in defn.args},
+                handled if approval is not None else None,
+                None if defn.method in ("GET", "HEAD") else fields,
+            )
+
+        def check_write() -> ToolCallMarker | None:
+            """The write's user and consent (step 4 and 5), in one transaction: the
+            marker the app then runs with, or None when refused (``write.failure`` says
+            why)."""
+            nonlocal session, user_id, approval, approval_path
+            assert write is not None
             try:
-                await threads.in_thread(write.check)
+                write.check()
+            except Exception as exc:
+                write.failure = exc
+                return None
             finally:
                 session, user_id, approval = write.session, write.user_id, write.approval
             assert approval is not None
             approval_path = consent.approval_path(approval.id)
+            return marker()
+
+        if write is None:
+            sent = marker()
+        elif call.approval is not None and app.checks_in_handle(defn):
+            # The router checks it in the worker thread that then runs handle: one hop.
+            sent = ToolCallMarker(call.actor, route=defn.path, form=fields, check=check_write)
         else:
-            if call.session is not None and call.actor.user_id is not None:
-                # A claimed user is checked before the app runs. Otherwise a read's
-                # session is looked up by the session middleware, as a browser's is, in
-                # the one worker-thread hop a request has for it.
-                session = await threads.in_thread(find_session, app.db, call.session)
-            user_id = _check_user(defn, call, session)
-        actor = call.actor
-        if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
-            actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
-        params = _path_params(defn.path)
-        fields = {k: v for k, v in sorted(texts.items()) if k not in params}
-        marker = ToolCallMarker(
-            actor,
-            session,
-            defn.path,
-            {name: values.get(name) for name in defn.args},
-            handled if approval is not None else None,
-            None if defn.method in ("GET", "HEAD") else fields,
-        )
-        result, resolved_user = await _run(app, defn, texts, fields, call.session, marker)
+            # Checked before the app sees the request, in a worker-thread hop of its own.
+            checked = await threads.in_thread(check_write)
+            if checked is None:
+                assert write.failure is not None
+                raise write.failure
+            sent = checked
+        result, resolved_user = await _run(app, defn, texts, fields, call.session, sent)
+        if write is not None and write.failure is not None:
+            raise write.failure  # the router checked it and ran nothing
         if session is None:
             user_id = resolved_user
         status = result.status
@@ -413,6 +452,8 @@ class _Write:
         self.session: Session | None = None
         self.user_id: str | None = None
         self.approval: Approval | None = None
+        self.failure: Exception | None = None
+        """Why :meth:`check` refused, when the router ran it."""
 
     def check(self) -> None:
         """In one write transaction: the session's user, then the consent (step 5).

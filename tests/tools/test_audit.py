@@ -17,6 +17,7 @@ import pytest
 import rastrillo
 from rastrillo import storage, threads
 from rastrillo.cli.main import main
+from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.loader import load_options
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
@@ -166,13 +167,41 @@ def _on_disk(f: Fixture, call_id: str) -> list[tuple]:
         ).fetchall()
 
 
-def test_an_approved_write_makes_two_thread_hops_its_row_written_in_the_handles(
+def test_an_approved_write_makes_one_thread_hop_its_row_written_in_the_handles(
     f, monkeypatch
 ):
-    """The session and the approval's use share one hop; handle and the audit row the other."""
+    """The session, the approval's use, handle and the audit row share one hop."""
+    approved = _approved_cancel(f, f.session("3"), "hops-1")
+    hops = _count_hops(monkeypatch)
+    assert run(f.app, f.defs, approved).status == 303
+    assert hops == ["_checked_handle"]
+    assert _on_disk(f, "hops-1") == [(303, "3")]
+
+
+def test_behind_app_middleware_an_approved_write_is_checked_before_it(tmp_path, monkeypatch):
+    """With ``Options.wrap`` the app's own code sees the request before the router: the
+    session and the approval are checked in a hop of their own before it is sent."""
+    seen: list[str] = []
+
+    def wrap(inner):
+        async def watching(scope, receive, send):
+            seen.append(str(scope[TOOL_CALL_SCOPE_KEY].actor.approval is not None))
+            await inner(scope, receive, send)
+
+        return watching
+
+    f = build(tmp_path, wrap=wrap)
+    approved = _approved_cancel(f, f.session("3"), "hops-2")
+    hops = _count_hops(monkeypatch)
+    assert run(f.app, f.defs, approved).status == 303
+    assert hops == ["check_write", "_checked_handle", "record"]  # the row after the wrap
+    assert seen == ["True"]
+    assert _on_disk(f, "hops-2") == [(303, "3")]
+
+
+def _count_hops(monkeypatch) -> list[str]:
     import anyio.to_thread
 
-    approved = _approved_cancel(f, f.session("3"), "hops-1")
     hops: list[str] = []
 
     def counting(real):
@@ -185,9 +214,7 @@ def test_an_approved_write_makes_two_thread_hops_its_row_written_in_the_handles(
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting(anyio.to_thread.run_sync))
     monkeypatch.setattr(threads, "in_thread", counting(threads.in_thread))
-    assert run(f.app, f.defs, approved).status == 303
-    assert hops == ["check", "_checked_handle"]
-    assert _on_disk(f, "hops-1") == [(303, "3")]
+    return hops
 
 
 def test_an_approved_write_behind_app_middleware_records_the_status_it_answered(tmp_path):
