@@ -19,6 +19,8 @@ from rastrillo import storage, threads
 from rastrillo.cli.main import main
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.loader import load_options
+from rastrillo.registry.declare import ToolDef
+from rastrillo.routing import Route
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
@@ -197,6 +199,48 @@ def test_behind_app_middleware_an_approved_write_is_checked_before_it(tmp_path, 
     assert hops == ["check_write", "_checked_handle", "record"]  # the row after the wrap
     assert seen == ["True"]
     assert _on_disk(f, "hops-2") == [(303, "3")]
+
+
+def test_an_approved_write_to_an_async_handle_is_checked_before_it(tmp_path, monkeypatch):
+    """An async ``handle`` runs on the event loop: the session and the approval are checked
+    in a hop of their own before the request is sent, and the write runs once."""
+    ran: list[tuple[str | None, str | None]] = []
+
+    @rastrillo.sessions.require
+    async def refund(ctx: rastrillo.Context):
+        ran.append((ctx.user_id, ctx.actor.approval.approved_by if ctx.actor.approval else None))
+        return ctx.text("refunded", status=201)
+
+    defn = ToolDef(
+        id="refunds_post",
+        method="POST",
+        path="/refunds",
+        description="refund",
+        access=rastrillo.ToolWrite,
+        args={"order": "the order"},
+        confirm="Refund order {order}?",
+    )
+    app = rastrillo.handler(
+        rastrillo.Options(
+            app_dir=tmp_path,
+            db=str(tmp_path / "app.db"),
+            routes=[Route("POST", "/refunds", "refund", refund)],
+            tools=[defn],
+        )
+    )
+    session = rastrillo.sessions.create_session(app.db, "3")
+    call = Call(tool="refunds_post", args={"order": "8"}, actor=AGENT, session=session)
+    with pytest.raises(ConfirmRequired) as info:
+        run(app, call)
+    consent.decide(app.db, "3", info.value.approval_id, True)
+    approved = dataclasses.replace(call, approval=info.value.approval_id)
+    hops = _count_hops(monkeypatch)
+    assert run(app, approved).status == 201
+    assert hops == ["check_write", "record"]
+    assert ran == [("3", "3")]
+    with pytest.raises(ApprovalInvalid):
+        run(app, approved)
+    assert ran == [("3", "3")]
 
 
 def _count_hops(monkeypatch) -> list[str]:
