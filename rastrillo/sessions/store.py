@@ -130,7 +130,7 @@ _DELETE_IN = Prepared(
 def find_session_in(tx: DriverTransaction, t: datetime, session_id: str) -> Session | None:
     """:func:`find_session` as of ``t``, in the caller's write transaction (a tool call's
     session looked up in the transaction that uses its approval)."""
-    digest = _digest(session_id)
+    digest = session_digest(session_id)
     found = tx.run(_FIND_IN, digest=digest)
     if not found:
         return None
