@@ -106,6 +106,7 @@ class App:
             framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
+        self._registry = tuple(options.tools)
         self._tools = {(defn.method, defn.path): defn for defn in options.tools}
         self._static = _static_files(options.app_dir / "static")
         inner: ASGIApp = self._route
@@ -157,8 +158,10 @@ class App:
 
     @property
     def tools(self) -> Sequence[ToolDef]:
-        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks."""
-        return self.options.tools
+        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks.
+
+        A tuple, so dispatch works out what each tool's call takes once, not per call."""
+        return self._registry
 
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""
