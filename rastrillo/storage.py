@@ -571,4 +571,4 @@ def upsert(
 
 def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[dict[str, Any]]:
     """Rows as plain dicts, ready for a template or ``ctx.json``."""
-    return [dict(r._mapping) for r in rows]
+    return [r._asdict() for r in rows]
