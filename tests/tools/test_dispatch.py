@@ -313,6 +313,20 @@ def test_an_exception_in_middleware_is_a_logged_500(tmp_path, caplog):
     assert "middleware broke" in caplog.text
 
 
+def test_middleware_that_sends_no_response_is_a_logged_500(tmp_path, caplog):
+    def wrap(app):
+        async def silent(scope, receive, send):
+            return None  # neither calls the app nor answers
+
+        return silent
+
+    f = build(tmp_path, wrap=wrap)
+    with caplog.at_level(logging.ERROR):
+        result = call(f, "search_get", {"q": "x", "page": "1"})
+    assert (result.status, result.text) == (500, "Internal Server Error")
+    assert "search_get (GET /search): the app sent no response" in caplog.text
+
+
 def test_dispatch_from_async_code(f):
     async def main():
         return await dispatch(
@@ -401,7 +415,7 @@ def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
 
 def test_dispatch_takes_the_registry_from_the_app_or_as_given(tmp_path):
     f = build(tmp_path)
-    assert f.app.tools is f.app.options.tools
+    assert f.app.tools == tuple(f.app.options.tools)
     order = Call(tool="orders_id_get", args={"id": "7"}, actor=AGENT)
     assert dispatch_sync(f.app, order).text == "order 7"
     assert dispatch_sync(f.app, f.defs, order).text == "order 7"
