@@ -106,6 +106,7 @@ class App:
             framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
+        self._registry = tuple(options.tools)
         self._tools = {(defn.method, defn.path): defn for defn in options.tools}
         self._checked_in_handle = (
             {(r.method, r.path) for r in options.routes if not r.is_async}
@@ -162,8 +163,10 @@ class App:
 
     @property
     def tools(self) -> Sequence[ToolDef]:
-        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks."""
-        return self.options.tools
+        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks.
+
+        A tuple, so dispatch works out what each tool's call takes once, not per call."""
+        return self._registry
 
     def checks_in_handle(self, defn: ToolDef) -> bool:
         """Whether a tool call's ``ToolCallMarker.check`` is run in the worker thread its

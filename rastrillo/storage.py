@@ -24,7 +24,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -528,6 +528,12 @@ class DriverTransaction:
             return []
         return [form.row(raw) for raw in self._cursor.fetchall()]
 
+    def run_many(self, statement: Prepared, rows: Iterable[Mapping[str, Any]], /) -> None:
+        """Run ``statement`` once for each of ``rows`` (values for its binds) in one call
+        to the driver: a batch of INSERTs, say."""
+        form = statement.form(self._dialect)
+        self._cursor.executemany(form.sql, [form.params(values) for values in rows])
+
 
 @functools.lru_cache(maxsize=1024)
 def _text(sql: str) -> TextClause:
@@ -698,4 +704,4 @@ def upsert(
 
 def rows_as_dicts(rows: Sequence[Row[Any]]) -> list[dict[str, Any]]:
     """Rows as plain dicts, ready for a template or ``ctx.json``."""
-    return [dict(r._mapping) for r in rows]
+    return [r._asdict() for r in rows]

@@ -34,7 +34,7 @@ from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, sel
 
 from rastrillo.actor import Approval, describe
 from rastrillo.errors import RastrilloError
-from rastrillo.storage import METADATA, Database, Instant, is_unavailable
+from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
 __all__ = ["AuditNotWritten", "AuditRecord", "append", "flush", "latest", "shutdown"]
 
@@ -61,8 +61,9 @@ audit_table = Table(
     Column("client", String(255)),
     Column("duration_ms", Float, nullable=False),
 )
-# One statement object, values bound per call: SQLAlchemy compiles it once.
-_INSERT = audit_table.insert()
+_COLUMNS = tuple(column.name for column in audit_table.columns if not column.primary_key)
+"""A row's fields, in the order a queued row (a tuple) holds them and the INSERT takes them."""
+_Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,26 +135,26 @@ def append(
     ``durable`` writes the row now, in the calling thread, waiting out a locked
     or unreachable database; otherwise it is queued for the background writer.
     """
-    row = dict(
-        at=db.clock.now(),
-        call_id=call_id,
-        tool=tool,
-        actor=actor,
-        agent=agent,
-        user_id=user_id,
-        args=dict(args),
-        approval_id=approval_id,
-        approval_path=approval_path,
-        approved_by=approval.approved_by if approval else None,
-        approved_at=approval.approved_at if approval else None,
-        status=status,
-        refusal_kind=refusal_kind,
-        refusal=refusal,
-        client=client,
-        duration_ms=duration_ms,
+    row = (
+        db.clock.now(),
+        call_id,
+        tool,
+        actor,
+        agent,
+        user_id,
+        dict(args),
+        approval_id,
+        approval_path,
+        approval.approved_by if approval else None,
+        approval.approved_at if approval else None,
+        status,
+        refusal_kind,
+        refusal,
+        client,
+        duration_ms,
     )
     if durable:
-        _insert(db, [_storable(row)])
+        _insert(db, [row])
     else:
         _writer(db).put(row)
 
@@ -242,33 +243,46 @@ def _text(value: Any) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
-_TEXT_COLUMNS = [
-    (column.name, column.type.length, column.nullable)
-    for column in audit_table.columns
-    if isinstance(column.type, String)
+_ARGS = _COLUMNS.index("args")
+_TEXTS = [
+    (index, audit_table.c[name].type.length, audit_table.c[name].nullable)
+    for index, name in enumerate(_COLUMNS)
+    if isinstance(audit_table.c[name].type, String)
 ]
-"""Each text column's name, length (None: unbounded) and whether it takes NULL."""
+"""Each text column's place in a row, its length (None: unbounded) and whether it takes NULL."""
 
 
-def _storable(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with each text column's value storable and cut to the column's length."""
-    args = row["args"]
-    row["args"] = json.dumps(
-        {_text(k): _json_scalar(v) for k, v in args.items()}, ensure_ascii=False
+def _storable(row: _Row) -> dict[str, Any]:
+    """The row's values by column, each text storable and cut to its column's length."""
+    values = list(row)
+    values[_ARGS] = json.dumps(
+        {_text(k): _json_scalar(v) for k, v in row[_ARGS].items()}, ensure_ascii=False
     )
-    for name, limit, nullable in _TEXT_COLUMNS:
-        value = row.get(name)
-        if value is None and nullable:
-            continue
+    for index, limit, nullable in _TEXTS:
+        value = values[index]
+        if value is None:
+            if nullable:
+                continue
+        elif (
+            type(value) is str
+            and value.isascii()
+            and "\x00" not in value
+            and (limit is None or len(value) <= limit)
+        ):
+            continue  # the usual case: stored as it is
         text = _text(value)
         if limit is not None and len(text) > limit:
             text = text[: limit - 1] + "…"
-        row[name] = text
-    return row
+        values[index] = text
+    return dict(zip(_COLUMNS, values, strict=True))
 
 
-def _as_json(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, default=str, ensure_ascii=True)
+_INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
+
+
+def _as_json(row: _Row) -> str:
+    """A row for the log, storable text as it would have been stored."""
+    return json.dumps(_storable(row), default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
@@ -296,7 +310,7 @@ _RETRY_FIRST = 0.05
 _RETRY_MAX = 2.0
 
 
-def _insert(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _insert(db: Database, rows: list[_Row]) -> list[_Row]:
     """Insert ``rows``; return those the database refused, each logged in full.
 
     A database that cannot serve now (``storage.is_unavailable``: locked past
@@ -309,8 +323,8 @@ def _insert(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     waiting = False
     while True:
         try:
-            with db.write() as conn:
-                conn.execute(_INSERT, rows)
+            with db.driver_write() as tx:
+                tx.run_many(_INSERT, [_storable(row) for row in rows])
         except Exception as exc:
             if not is_unavailable(exc):
                 refused = exc
@@ -339,8 +353,8 @@ class _Writer:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._cond = threading.Condition()
-        self._rows: list[dict[str, Any]] = []
-        self._batch: list[dict[str, Any]] = []
+        self._rows: list[_Row] = []
+        self._batch: list[_Row] = []
         self._queued = 0
         self._done = 0
         self._lost = 0
@@ -348,7 +362,7 @@ class _Writer:
         self._idle = False
         """The thread waits for rows: a new row must wake it."""
 
-    def put(self, row: dict[str, Any]) -> None:
+    def put(self, row: _Row) -> None:
         with self._cond:
             self._rows.append(row)
             self._queued += 1
@@ -373,7 +387,7 @@ class _Writer:
             lost, self._lost = self._lost, 0
             return lost
 
-    def abandon(self) -> list[dict[str, Any]]:
+    def abandon(self) -> list[_Row]:
         """The rows not written yet: the one batch being written and every queued row."""
         with self._cond:
             return [*self._batch, *self._rows]
@@ -390,7 +404,7 @@ class _Writer:
                     self._running = False
                     return
                 self._batch, self._rows = self._rows, []
-            lost = _insert(self.db, [_storable(row) for row in self._batch])
+            lost = _insert(self.db, self._batch)
             with self._cond:
                 self._done += len(self._batch)
                 self._lost += len(lost)

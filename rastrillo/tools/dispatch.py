@@ -37,7 +37,7 @@ from rastrillo import threads
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
-from rastrillo.registry.declare import Access, ArgValue, ToolDef
+from rastrillo.registry.declare import Access, Arg, ArgValue, ToolDef
 from rastrillo.registry.errors import (
     BadActor,
     BadArg,
@@ -357,19 +357,50 @@ def dispatch_sync(
     return anyio.run(dispatch, app, defs, call)
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What checking and sending a call of one tool takes, worked out once per registry."""
+
+    defn: ToolDef
+    args: dict[str, Arg]
+    required: frozenset[str]
+    params: frozenset[str]
+    """The path parameters."""
+
+
+_plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
+
+
+def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
+    """Each tool's plan by id (the first of a repeated id). A tuple registry, which cannot
+    change, is planned once; any other sequence on every call."""
+    if type(defs) is tuple:
+        cached = _plans_of.get(id(defs))
+        if cached is not None and cached[0] is defs:
+            return cached[1]
+    plans: dict[str, _Plan] = {}
+    for defn in defs:
+        args = dict(defn.args.items())
+        required = frozenset(name for name, arg in args.items() if arg.required)
+        plans.setdefault(defn.id, _Plan(defn, args, required, _path_params(defn.path)))
+    if type(defs) is tuple:
+        if len(_plans_of) >= 64:
+            _plans_of.clear()
+        _plans_of[id(defs)] = (defs, plans)
+    return plans
+
+
 def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str, ArgValue]]:
     """Steps 1-3: the tool exists; its args, exactly, each a safe value of its declared type.
 
     Returns the def and the canonical value of every arg that is sent (an
     optional arg that is absent, ``None`` or ``""`` is not).
     """
-    defn = (
-        next((d for d in defs if d.id == call.tool), None) if isinstance(call.tool, str) else None
-    )
-    if defn is None:
-        raise UnknownTool(
-            call.tool if isinstance(call.tool, str) else repr(call.tool), (d.id for d in defs)
-        )
+    plans = _plans(defs)
+    plan = plans.get(call.tool) if type(call.tool) is str else None
+    if plan is None:
+        raise UnknownTool(call.tool if isinstance(call.tool, str) else repr(call.tool), plans)
+    defn = plan.defn
     if defn.access is Access.READ and defn.method != "GET":
         # Generate refuses such a tool; a hand-built registry must not run a state change unasked.
         raise ToolError(
@@ -379,14 +410,14 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
     args = call.args
     if type(args) is not dict and not isinstance(args, Mapping):
         raise BadArg(defn.id, "*", "args must be a JSON object of arg name to value")
-    extra = [str(k) for k in args if not isinstance(k, str) or k not in defn.args]
+    declared = plan.args
+    extra = [str(k) for k in args if type(k) is not str or k not in declared]
     if extra:
-        raise UnknownArg(defn.id, extra, defn.args)
-    missing = [name for name, arg in defn.args.items() if arg.required and name not in args]
-    if missing:
-        raise MissingArg(defn.id, missing)
+        raise UnknownArg(defn.id, extra, declared)
+    if not plan.required.issubset(args):
+        raise MissingArg(defn.id, [name for name in declared if name in plan.required - set(args)])
     values: dict[str, ArgValue] = {}
-    for name, arg in defn.args.items():
+    for name, arg in declared.items():
         value = args.get(name)
         if not arg.required and value in (None, ""):
             continue
@@ -398,8 +429,8 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
             bad = _UNSAFE.search(value)
             if bad is not None:
                 raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
-        if value in ("", ".", "..") and name in path_params(defn.path):
-            raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
+            if value in ("", ".", "..") and name in plan.params:
+                raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
     return defn, values
 
 
