@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -245,13 +245,13 @@ class App:
             return _too_large(max_body)
         request = Request(scope, limits.limited(receive, max_body))
         pending = pending_session(scope)
-        if pending is not None and (route.is_async or _has_form(request)):
-            # An async handle, or a form read only for a live session: checked first, in
-            # its own hop. A sync handle's is checked in its hop, by _checked_handle.
+        if pending is not None and route.is_async:
+            # An async handle's session is checked first, in its own hop; a sync handle's in
+            # the hop it runs in, by _checked_handle, after its form is read here.
             await threads.in_thread(pending.check, scope)
             pending = None
         try:
-            form = await _read_form(request, route, max_body)
+            form = await _read_form(request, route, max_body, pending is not None)
         except limits.BodyTooLarge:
             return _too_large(max_body)
         except (MultiPartException, HTTPException) as exc:
@@ -292,7 +292,7 @@ class App:
         pending: RequestSession | None,
         request: Request,
         params: dict[str, str],
-        form: dict[str, str],
+        form: Mapping[str, str],
         tool: ToolDef | None,
     ) -> Any:
         """A sync ``handle``, in a worker thread: the session's row checked first, there,
@@ -313,13 +313,25 @@ def _has_form(request: Request) -> bool:
     ).startswith(_FORM_TYPES)
 
 
-async def _read_form(request: Request, route: Route, max_body: int) -> dict[str, str]:
+async def _read_form(
+    request: Request, route: Route, max_body: int, unchecked_session: bool
+) -> Mapping[str, str]:
     """The form fields of a form POST; none (and no byte read) when ``handle`` needs a
-    session the request does not have, for it will refuse without looking. One field may
-    fill the whole body; the parser keeps its limits of 1,000 fields and 1,000 files."""
+    session and the request presents none, for it will refuse without looking. A presented
+    session still ``unchecked_session`` is checked after this, before ``handle``. One
+    field may fill the whole body; the parser keeps its limits of 1,000 fields and 1,000
+    files. A dispatched call's fields come with its marker, the very ones its body
+    carries, so they are not parsed again."""
     if not _has_form(request):
         return {}
-    if sessions.requires_session(route.handle) and request.scope.get(USER_SCOPE_KEY) is None:
+    marker = request.scope.get(TOOL_CALL_SCOPE_KEY)
+    if marker is not None and marker.form is not None:
+        return marker.form
+    if (
+        not unchecked_session
+        and request.scope.get(USER_SCOPE_KEY) is None
+        and sessions.requires_session(route.handle)
+    ):
         return {}
     parsed = await request.form(max_part_size=max_body)
     return {k: v for k, v in parsed.multi_items() if isinstance(v, str)}

@@ -149,6 +149,9 @@ class ToolCallMarker:
     worker thread that ran it, when nothing of the app's stands between the router and
     the response (no ``Options.wrap``). It writes the call's audit row there, so the
     row costs no thread hop of its own."""
+    form: Mapping[str, str] | None = None
+    """The form fields the request's body carries (not for a GET): the router takes them
+    from here rather than parse the body dispatch itself encoded."""
 
 
 @overload
@@ -246,14 +249,17 @@ async def dispatch(
         actor = call.actor
         if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
             actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+        params = _path_params(defn.path)
+        fields = {k: v for k, v in sorted(texts.items()) if k not in params}
         marker = ToolCallMarker(
             actor,
             session,
             defn.path,
             {name: values.get(name) for name in defn.args},
             handled if approval is not None else None,
+            None if defn.method in ("GET", "HEAD") else fields,
         )
-        result, resolved_user = await _run(app, defn, texts, call.session, marker)
+        result, resolved_user = await _run(app, defn, texts, fields, call.session, marker)
         if session is None:
             user_id = resolved_user
         status = result.status
@@ -488,16 +494,14 @@ async def _run(
     app: Target,
     defn: ToolDef,
     texts: Mapping[str, str],
+    fields: Mapping[str, str],
     session: str | None,
     marker: ToolCallMarker,
 ) -> tuple[Result, str | None]:
-    """Send one request, the args as their wire texts, through ``app``; its response, and
-    the user its session was."""
-    params = _path_params(defn.path)
-    raw_path = fill_path(defn.path, texts) if params else defn.path
-    rest = "&".join(
-        f"{_form_quote(k)}={_form_quote(v)}" for k, v in sorted(texts.items()) if k not in params
-    ).encode()
+    """Send one request through ``app``, the args as their wire texts: ``fields``, those not
+    in the path, in the query or the form body; its response, and the user its session was."""
+    raw_path = fill_path(defn.path, texts) if _path_params(defn.path) else defn.path
+    rest = "&".join(f"{_form_quote(k)}={_form_quote(v)}" for k, v in fields.items()).encode()
     origin = _origin(app.origin)
     headers = [origin.host]
     if session is not None:

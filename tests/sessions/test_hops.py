@@ -79,6 +79,43 @@ def test_a_signed_in_async_request_makes_one_hop_for_its_session(
     assert hops == ["check"]
 
 
+@sessions.require
+def note(ctx: rastrillo.Context) -> Any:
+    return ctx.text(f"{ctx.form['text']} from {ctx.user_id}")
+
+
+def post_note(app: App, session: str) -> httpx.Response:
+    async def main() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=app.origin) as client:
+            client.cookies.set(sessions.cookie_name(app.origin), session)
+            return await client.post(
+                "/note", data={"text": "hello"}, headers={"Origin": app.origin}
+            )
+
+    return asyncio.run(main())
+
+
+def test_a_signed_in_form_post_to_a_sync_handle_makes_one_thread_hop(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """The form is read on the event loop, then the session checked and ``handle`` run in
+    one worker-thread hop; a revoked session is still refused there, before ``handle``."""
+    routes = [rastrillo.routing.Route("POST", "/note", "note", note)]
+    app = rastrillo.handler(
+        rastrillo.Options(app_dir=tmp_path, db=str(tmp_path / "t.db"), routes=routes)
+    )
+    session = sessions.create_session(app.db, "7")
+    hops.clear()
+    assert post_note(app, session).text == "hello from 7"
+    assert hops == ["_checked_handle"]
+    sessions.revoke_user(app.db, "7")
+    refused = post_note(app, session)
+    assert refused.status_code == 403
+    assert "Max-Age=0" in refused.headers["set-cookie"]
+    assert hops == ["_checked_handle", "_checked_handle"]
+
+
 def test_a_request_without_a_session_cookie_queries_nothing_for_it(
     tmp_path: Path, hops: list[str]
 ) -> None:
