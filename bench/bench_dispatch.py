@@ -190,7 +190,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
         call = Call(tool=TOOL, args=ARGS, actor=agent, session=session)
 
         async def by_dispatch() -> object:
-            result = await dispatch(app, options.tools, call)
+            result = await dispatch(app, call)
             assert result.status == 200, result.text
             return result
 

@@ -106,7 +106,13 @@ class App:
             framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
+        self._registry = tuple(options.tools)
         self._tools = {(defn.method, defn.path): defn for defn in options.tools}
+        self._checked_in_handle = (
+            {(r.method, r.path) for r in options.routes if not r.is_async}
+            if options.wrap is None
+            else set()
+        )
         self._static = _static_files(options.app_dir / "static")
         inner: ASGIApp = self._route
         if options.wrap is not None:
@@ -157,8 +163,15 @@ class App:
 
     @property
     def tools(self) -> Sequence[ToolDef]:
-        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks."""
-        return self.options.tools
+        """The app's tool registry (``Options.tools``): what ``dispatch(app, call)`` checks.
+
+        A tuple, so dispatch works out what each tool's call takes once, not per call."""
+        return self._registry
+
+    def checks_in_handle(self, defn: ToolDef) -> bool:
+        """Whether a tool call's ``ToolCallMarker.check`` is run in the worker thread its
+        ``handle`` runs in, just before it: a sync ``handle`` with no ``Options.wrap``."""
+        return (defn.method, defn.path) in self._checked_in_handle
 
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing."""
@@ -262,6 +275,8 @@ class App:
         try:
             with self.drain.request():
                 if route.is_async:
+                    if getattr(scope.get(TOOL_CALL_SCOPE_KEY), "check", None) is not None:
+                        raise RuntimeError("a tool call's check reached an async handle")
                     response = await route.handle(
                         Context(self, request, match.params, form, tool)
                     )
@@ -295,9 +310,18 @@ class App:
         form: Mapping[str, str],
         tool: ToolDef | None,
     ) -> Any:
-        """A sync ``handle``, in a worker thread: the session's row checked first, there,
-        and a dispatched write's audit row written after it (``ToolCallMarker.handled``)."""
-        if pending is not None:
+        """A sync ``handle``, in a worker thread: the session's row checked first, there (a
+        dispatched write's with its consent: ``ToolCallMarker.check``), and a dispatched
+        write's audit row written after it (``ToolCallMarker.handled``)."""
+        check = getattr(request.scope.get(TOOL_CALL_SCOPE_KEY), "check", None)
+        if check is not None:
+            checked = check()
+            if checked is None:  # refused: handle does not run, and dispatch says why
+                return PlainTextResponse("Refused", status_code=403)
+            request.scope[TOOL_CALL_SCOPE_KEY] = checked
+            if pending is not None:
+                pending.found(request.scope, checked.session)
+        elif pending is not None:
             pending.check(request.scope)
         response = route.handle(Context(self, request, params, form, tool))
         if self.options.wrap is None:  # nothing of the app's between: this is the response

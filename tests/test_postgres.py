@@ -67,11 +67,11 @@ def test_one_lease_holder_at_a_time(pg_url):
     db.open()
     leases = [Lease(Database(pg_url), "default", ttl=30) for _ in range(8)]
     with ThreadPoolExecutor(8) as pool:
-        held = list(pool.map(lambda lease: lease.acquire(), leases))
+        held = list(pool.map(lambda lease: lease.hold(), leases))
     assert held.count(True) == 1
     winner = leases[held.index(True)]
     winner.release()
-    assert leases[held.index(False)].acquire()
+    assert leases[held.index(False)].hold()
     db.dispose()
 
 

@@ -2,14 +2,15 @@
 
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Column, Integer, MetaData, Table, bindparam, event, select
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from rastrillo.errors import ConfigError
-from rastrillo.storage import Database, split_sql
+from rastrillo.storage import Database, DatabaseUnavailable, Instant, Prepared, split_sql
 from rastrillo.testing import TestApp
 
 
@@ -304,3 +305,49 @@ def test_a_one_statement_read_on_sqlite_sends_only_its_statement_and_sees_every_
         conn.exec_driver_sql("SELECT count(*) FROM grants")
         conn.exec_driver_sql("SELECT count(*) FROM grants")
     assert sent[0] == "BEGIN"
+
+
+_NOTES = Table(
+    "driver_notes",
+    MetaData(),
+    Column("id", Integer, primary_key=True),
+    Column("at", Instant, nullable=False),
+)
+_ADD = Prepared(_NOTES.insert(), columns=("id", "at"))
+_AT = Prepared(select(_NOTES.c.at).where(_NOTES.c.id == bindparam("id")))
+
+
+def test_a_driver_write_commits_rolls_back_and_keeps_instants_as_core_does(db_url):
+    """``Database.driver_write`` with `Prepared` statements: what ``write`` promises, the
+    instants stored and read back exactly as SQLAlchemy's own statements store them."""
+    db = Database(db_url)
+    try:
+        with db.write() as conn:
+            _NOTES.create(conn)
+        at = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        with db.driver_write() as tx:
+            assert tx.run(_ADD, id=1, at=at) == []
+        with db.driver_write() as tx:
+            assert tx.run(_AT, id=1) == [(at,)]
+        with db.read() as conn:
+            assert conn.execute(select(_NOTES.c.at)).scalar_one() == at
+        with pytest.raises(RuntimeError), db.driver_write() as tx:
+            tx.run(_ADD, id=2, at=at)
+            raise RuntimeError("the caller's own failure")
+        with pytest.raises(IntegrityError), db.driver_write() as tx:
+            tx.run(_ADD, id=3, at=at)
+            tx.run(_ADD, id=1, at=at)  # the driver's error, raised as SQLAlchemy's
+        assert [row.id for row in db.query("SELECT id FROM driver_notes")] == [1]
+    finally:
+        db.dispose()
+
+
+def test_a_driver_write_refuses_a_database_file_deleted_while_in_use(tmp_path):
+    db = Database(str(tmp_path / "app.db"))
+    try:
+        db.open()
+        (tmp_path / "app.db").unlink()
+        with pytest.raises(DatabaseUnavailable, match="deleted"), db.driver_write():
+            pass
+    finally:
+        db.dispose()

@@ -326,8 +326,12 @@ def revoke_token(db: Database, token: str) -> bool:
 def get_grant(db: Database, grant_id: str) -> Grant | None:
     """The grant with this id, revoked or not; None when there is none."""
     with db.read() as conn:
-        row = conn.execute(select(grants_table).where(grants_table.c.id == grant_id)).first()
-    return None if row is None else _grant(row._mapping)
+        row = (
+            conn.execute(select(grants_table).where(grants_table.c.id == grant_id))
+            .mappings()
+            .first()
+        )
+    return None if row is None else _grant(row)
 
 
 def list_grants(
@@ -340,7 +344,7 @@ def list_grants(
     if not include_revoked:
         query = query.where(grants_table.c.revoked_at.is_(None))
     with db.read() as conn:
-        return [_grant(row._mapping) for row in conn.execute(query)]
+        return [_grant(row) for row in conn.execute(query).mappings()]
 
 
 def _find(db: Database, token: str) -> RowMapping | None:
@@ -355,14 +359,18 @@ def _usable(row: RowMapping, now: datetime) -> bool:
 
 
 def _live_grant(conn: Connection, grant_id: str) -> Grant:
-    row = conn.execute(
-        select(grants_table).where(
-            grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)
+    row = (
+        conn.execute(
+            select(grants_table).where(
+                grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)
+            )
         )
-    ).first()
+        .mappings()
+        .first()
+    )
     if row is None:
         raise GrantError("the grant does not exist or was revoked")
-    return _grant(row._mapping)
+    return _grant(row)
 
 
 def _insert_token(

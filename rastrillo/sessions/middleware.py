@@ -25,7 +25,7 @@ from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from ..errors import ConfigError
 from ..options import DEFAULT_SESSION_LIFETIME
 from ..storage import Database
-from .store import create_session, delete_session, find_session, is_session_id
+from .store import Session, create_session, delete_session, find_session, is_session_id
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -62,10 +62,17 @@ class RequestSession:
 
         It queries the database, so it runs in a worker thread, never on the event loop.
         """
-        presented, self.unchecked = self.unchecked, None
+        presented = self.unchecked
         if presented is None:
             return
         found = find_session(self.middleware.db, presented) if is_session_id(presented) else None
+        self.found(scope, found)
+
+    def found(self, scope: Scope, found: Session | None) -> None:
+        """The presented cookie's row as the caller checked it (a tool call's write checks
+        it in the transaction that uses its approval), put in ``scope`` as :meth:`check`
+        does."""
+        self.unchecked = None
         if found is None:
             self.set_cookie = self.middleware.cookie_header(None)
         else:

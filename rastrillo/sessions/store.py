@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 
 from ..options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
-from ..storage import METADATA, Database, Instant
+from ..storage import METADATA, Database, DriverTransaction, Instant, Prepared
 
 sessions_table = Table(
     "rastrillo_sessions",
@@ -104,20 +104,58 @@ def find_session(db: Database, session_id: str) -> Session | None:
     row = db.query_one(_FIND, digest=digest)
     if row is None:
         return None
-    if t >= min(row.expires, row.idle_expires):
+    alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
+    if not alive:
         delete_session(db, session_id)
         return None
-    # Touch at most every tenth of the idle time (and at most once a minute),
-    # so an active session stays alive without a write on every request.
-    left = (row.idle_expires - t).total_seconds()
-    if left < row.idle_seconds - min(60.0, row.idle_seconds / 10):
+    if touch is not None:
         with db.write() as conn:
             conn.execute(
-                update(sessions_table)
-                .where(_with_digest(digest))
-                .values(idle_expires=t + timedelta(seconds=row.idle_seconds))
+                update(sessions_table).where(_with_digest(digest)).values(idle_expires=touch)
             )
     return Session(session_id, row.user_id)
+
+
+_FIND_IN = Prepared(_FIND)
+_TOUCH_IN = Prepared(
+    update(sessions_table)
+    .where(sessions_table.c.id_digest == bindparam("digest"))
+    .values(idle_expires=bindparam("until"))
+)
+_DELETE_IN = Prepared(
+    delete(sessions_table).where(sessions_table.c.id_digest == bindparam("digest"))
+)
+
+
+def find_session_in(tx: DriverTransaction, t: datetime, session_id: str) -> Session | None:
+    """:func:`find_session` as of ``t``, in the caller's write transaction (a tool call's
+    session looked up in the transaction that uses its approval)."""
+    digest = _digest(session_id)
+    found = tx.run(_FIND_IN, digest=digest)
+    if not found:
+        return None
+    user_id, expires, idle_seconds, idle_expires = found[0]
+    alive, touch = _verdict(t, expires, idle_seconds, idle_expires)
+    if not alive:
+        tx.run(_DELETE_IN, digest=digest)
+        return None
+    if touch is not None:
+        tx.run(_TOUCH_IN, digest=digest, until=touch)
+    return Session(session_id, user_id)
+
+
+def _verdict(
+    t: datetime, expires: datetime, idle_seconds: float, idle_expires: datetime
+) -> tuple[bool, datetime | None]:
+    """Whether a session's row is alive at ``t``, and its idle expiry moved, when due."""
+    if t >= min(expires, idle_expires):
+        return False, None
+    # Touch at most every tenth of the idle time (and at most once a minute),
+    # so an active session stays alive without a write on every request.
+    left = (idle_expires - t).total_seconds()
+    if left < idle_seconds - min(60.0, idle_seconds / 10):
+        return True, t + timedelta(seconds=idle_seconds)
+    return True, None
 
 
 def delete_session(db: Database, session_id: str) -> None:

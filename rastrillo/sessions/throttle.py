@@ -21,7 +21,7 @@ attempts_table = Table(
     "rastrillo_sign_in_attempts",
     METADATA,
     Column("key", String(80), primary_key=True),
-    Column("failures", Integer, nullable=False),
+    Column("attempts", Integer, nullable=False),
     Column("window_start", Instant, nullable=False),
 )
 
@@ -50,13 +50,13 @@ def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> Non
         rows = {key: _current(conn, key, t, window) for key in limits}
         waits = [
             (start + window - t).total_seconds()
-            for key, (failures, start) in rows.items()
-            if failures >= limits[key]
+            for key, (attempts, start) in rows.items()
+            if attempts >= limits[key]
         ]
         if waits:
             raise TooManyAttempts(max(1, math.ceil(max(waits))))
-        for key, (failures, start) in rows.items():
-            _save(conn, key, failures + 1, start)
+        for key, (attempts, start) in rows.items():
+            _save(conn, key, attempts + 1, start)
 
 
 def give_back(db: Database, keys: list[str]) -> None:
@@ -66,7 +66,7 @@ def give_back(db: Database, keys: list[str]) -> None:
         for key in keys:
             row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
             if row is not None:
-                _save(conn, key, max(0, row.failures - 1), row.window_start)
+                _save(conn, key, max(0, row.attempts - 1), row.window_start)
 
 
 def _current(
@@ -75,12 +75,12 @@ def _current(
     row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
     if row is None or t >= row.window_start + window:
         return 0, t
-    return row.failures, row.window_start
+    return row.attempts, row.window_start
 
 
-def _save(conn: Connection, key: str, failures: int, start: datetime) -> None:
-    if failures:
-        row = {"key": key, "failures": failures, "window_start": start}
+def _save(conn: Connection, key: str, attempts: int, start: datetime) -> None:
+    if attempts:
+        row = {"key": key, "attempts": attempts, "window_start": start}
         upsert(conn, attempts_table, row, key=["key"])
     else:
         conn.execute(delete(attempts_table).where(attempts_table.c.key == key))

@@ -83,8 +83,9 @@ class Lease:
         self.ttl = ttl
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
-    def acquire(self) -> bool:
-        """Take the lease if it is free or expired, or renew it if held; True when held."""
+    def hold(self) -> bool:
+        """Hold the lease for another ttl: take it if it is free or expired, renew it if it
+        is this process's; True when this process holds it."""
         clock, now = self._clock()
         c = lease_table.c
         with self.db.write() as conn:

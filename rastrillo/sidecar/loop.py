@@ -265,7 +265,7 @@ class SidecarLoop:
         streaks = Streaks()
         scheduled_for = self.clock.now()
         while not self._stop.is_set():
-            if self.lease is not None and not await self._hold_lease():
+            if self.lease is not None and not await self._wait_for_lease():
                 return 0
             started = self.clock.monotonic()
             ctx = PassContext(
@@ -328,7 +328,7 @@ class SidecarLoop:
             if remaining <= 0:
                 return False
             await self.sleeper(min(remaining, MAX_CHUNK, self._renew_every), self._stop)
-            if self.lease is not None and not self._stop.is_set() and not await self._keep_lease():
+            if self.lease is not None and not self._stop.is_set() and not await self._renew_lease():
                 return False  # the lease is gone: back to standby before the next pass
         return True
 
@@ -380,7 +380,7 @@ class SidecarLoop:
             if (
                 self.lease is not None
                 and asked_at is None
-                and not await self._keep_lease()
+                and not await self._renew_lease()
                 and not self._stop.is_set()
             ):
                 log.error("sidecar: lease lost during a pass; asking the pass to stop")
@@ -392,12 +392,12 @@ class SidecarLoop:
             cancel()
         return self.clock.monotonic()
 
-    async def _hold_lease(self) -> bool:
+    async def _wait_for_lease(self) -> bool:
         """Wait as a quiet standby until the lease is ours; False when stopped first."""
         standby_logged = False
         error_logged: str | None = None
         while not self._stop.is_set():
-            if await self._keep_lease():
+            if await self._renew_lease():
                 if standby_logged or error_logged:
                     log.info("sidecar: lease acquired; leaving standby")
                 return True
@@ -425,7 +425,7 @@ class SidecarLoop:
     def _standby_every(self) -> float:
         return self.lease.ttl / 4 if self.lease is not None else MAX_CHUNK
 
-    async def _keep_lease(self) -> bool:
+    async def _renew_lease(self) -> bool:
         """Take the lease, or renew it once a third of its ttl has passed; False when not ours.
 
         A database error counts as still held until two thirds of the ttl
@@ -435,16 +435,16 @@ class SidecarLoop:
         since = self.clock.monotonic() - self._renewed_at
         if since < self._renew_every:
             return True
-        acquiring = in_thread(self.lease.acquire)
+        holding = in_thread(self.lease.hold)
         stop = asyncio.ensure_future(self._stop.wait())
         try:
-            await asyncio.wait({acquiring, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({holding, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
-        if not acquiring.done():
+        if not holding.done():
             return False  # stopping; a standby need not wait for a busy database
         try:
-            held = acquiring.result()
+            held = holding.result()
         except Exception as exc:
             self._lease_error = exc
             held = since < self.lease.ttl * 2 / 3

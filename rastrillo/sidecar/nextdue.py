@@ -26,7 +26,7 @@ from ..awaitable import is_async_callable
 from ..errors import ConfigError
 from .lease import recorded_next_due
 from .loop import Sidecar, as_sidecar
-from .planner import interpret
+from .planner import next_due_from
 
 if TYPE_CHECKING:
     from ..storage import Database
@@ -84,7 +84,7 @@ def next_due_endpoint(
             result = await provider(db)
         else:
             result = await run_in_threadpool(provider, db)
-        return interpret(result, "Options.next_due")
+        return next_due_from(result, "Options.next_due")
 
     async def endpoint(request: Request) -> Response:
         if not bearer_matches(request.headers.get("authorization"), os.environ.get(TOKEN_ENV)):

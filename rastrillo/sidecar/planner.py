@@ -33,7 +33,7 @@ class PassResultError(TypeError):
     """A pass returned something other than an aware datetime or None."""
 
 
-def interpret(result: object, source: str = "the sidecar pass") -> datetime | None:
+def next_due_from(result: object, source: str = "the sidecar pass") -> datetime | None:
     """The next due instant in UTC, or None; a `PassResultError` for anything else."""
     if result is None:
         return None
@@ -110,7 +110,7 @@ def plan_next(
     due: datetime | None = None
     if error is None:
         try:
-            due = interpret(result)
+            due = next_due_from(result)
         except PassResultError as exc:
             error = exc
     by: float | None = None

@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import Column, String, Table, Text, bindparam, select, update
 
@@ -28,7 +28,7 @@ from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, ToolError
 from rastrillo.registry.validate import wire
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.storage import METADATA, Database, DriverTransaction, Instant, Prepared
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -44,7 +44,9 @@ __all__ = [
     "get",
     "redeem",
     "redeem_identical",
+    "refuse",
     "request_approval",
+    "settle",
 ]
 
 _APPROVAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -137,7 +139,22 @@ def request_approval(
     agent: str | None = None,
 ) -> ApprovalRecord:
     """Record a pending approval for one proposed write and return it."""
-    now = db.clock.now()
+    with db.driver_write() as tx:
+        return _ask(tx, db.clock.now(), tool, args, sentence, actor, user_id, ttl, agent)
+
+
+def _ask(
+    tx: DriverTransaction,
+    now: datetime,
+    tool: str,
+    args: Mapping[str, ArgValue],
+    sentence: str,
+    actor: str,
+    user_id: str,
+    ttl: timedelta,
+    agent: str | None,
+    wanted: str | None = None,
+) -> ApprovalRecord:
     row = {
         "id": secrets.token_urlsafe(24),
         "tool": tool,
@@ -146,20 +163,21 @@ def request_approval(
         "actor": actor,
         "agent": agent,
         "user_id": user_id,
-        "digest": digest(tool, args, actor, user_id, sentence),
+        "digest": wanted or digest(tool, args, actor, user_id, sentence),
         "status": "pending",
         "created_at": now,
         "expires_at": now + ttl,
     }
-    with db.write() as conn:
-        conn.execute(_INSERT, row)
+    tx.run(_INSERT, **row)
     return _record({**row, "decided_by": None, "decided_at": None, "used_at": None})
 
 
-# Each statement built once, its values bound per call: SQLAlchemy compiles it once.
-_INSERT = approvals_table.insert()
+# Each statement compiled once per database; values bound per call, at the driver's level.
+_COLUMNS = tuple(column.name for column in approvals_table.columns)
+_ASKED = ("id", "tool", "args", "sentence", "actor", "agent", "user_id", "digest", "status")
+_INSERT = Prepared(approvals_table.insert(), columns=(*_ASKED, "created_at", "expires_at"))
 _GET = select(approvals_table).where(approvals_table.c.id == bindparam("approval_id"))
-_DECIDE = (
+_DECIDE = Prepared(
     update(approvals_table)
     .where(
         approvals_table.c.id == bindparam("approval_id"),
@@ -167,13 +185,11 @@ _DECIDE = (
         approvals_table.c.status == "pending",
         approvals_table.c.expires_at > bindparam("now"),
     )
-    .values(
-        status=bindparam("decision"), decided_by=bindparam("user"), decided_at=bindparam("now")
-    )
+    .values(status=bindparam("decision"), decided_by=bindparam("user"), decided_at=bindparam("now"))
     .returning(*approvals_table.c)
 )
-"""A decision, built once: the user's own pending, unexpired approval decided; it returns
-the row as decided."""
+"""A decision: the user's own pending, unexpired approval decided; it returns the row as
+decided."""
 _SAME_CALL = (
     approvals_table.c.digest == bindparam("wanted"),
     approvals_table.c.user_id == bindparam("user"),
@@ -181,12 +197,12 @@ _SAME_CALL = (
     approvals_table.c.expires_at > bindparam("now"),
 )
 """An approval of the identical call (same digest), for the same user, unused and unexpired."""
-_IDENTICAL = (
+_IDENTICAL = Prepared(
     select(approvals_table)
-    .where(*_SAME_CALL, approvals_table.c.status.in_(("approved", "pending")))
+    .where(*_SAME_CALL, approvals_table.c.status != "declined")
     .order_by(approvals_table.c.created_at)
 )
-_USE_IDENTICAL = (
+_USE_IDENTICAL = Prepared(
     update(approvals_table)
     .where(
         approvals_table.c.id == bindparam("approval_id"),
@@ -194,9 +210,10 @@ _USE_IDENTICAL = (
         *_SAME_CALL,
     )
     .values(used_at=bindparam("now"))
+    .returning(approvals_table.c.id)
 )
 
-_REDEEM = (
+_REDEEM = Prepared(
     update(approvals_table)
     .where(
         approvals_table.c.id == bindparam("approval_id"),
@@ -209,8 +226,8 @@ _REDEEM = (
     .values(used_at=bindparam("now"))
     .returning(approvals_table.c.decided_by, approvals_table.c.decided_at)
 )
-"""An approval's one use, built once: the row bound to this very call, approved, unused
-and unexpired, marked used; it returns who approved it and when."""
+"""An approval's one use: the row bound to this very call, approved, unused and unexpired,
+marked used; it returns who approved it and when."""
 
 
 def get(db: Database, approval_id: str) -> ApprovalRecord | None:
@@ -244,10 +261,10 @@ def decide(
         "now": now,
         "decision": "approved" if approve else "declined",
     }
-    with db.write() as conn:
-        decided = conn.execute(_DECIDE, decision).first()
-    if decided is not None:
-        return _record(decided._mapping)
+    with db.driver_write() as tx:
+        decided = tx.run(_DECIDE, **decision)
+    if decided:
+        return _record(dict(zip(_COLUMNS, decided[0], strict=True)))
     record = get(db, approval_id)
     if record is None or user_id is None or record.user_id != user_id:
         raise ApprovalInvalid(approval_id, "unknown")
@@ -272,29 +289,30 @@ def redeem(
     succeeds, in one short transaction. A refusal names the first difference
     (tool, args, actor, user) or state (pending, declined, expired, used).
     """
-    wanted = digest(tool, args, actor, user_id, sentence)
     now = db.clock.now()
-    if isinstance(approval_id, str) and _APPROVAL_ID.fullmatch(approval_id):
-        with db.write() as conn:
-            won = conn.execute(
-                _REDEEM, {"approval_id": approval_id, "wanted": wanted, "user": user_id, "now": now}
-            ).first()
-        if won is not None:
-            return Approval(id=approval_id, approved_by=won.decided_by, approved_at=won.decided_at)
-    record = get(db, approval_id)
-    if record is None:
-        raise ApprovalInvalid(approval_id, "unknown")
-    for reason, ours, theirs in (
-        ("user", user_id, record.user_id),
-        ("actor", actor, record.actor),
-        ("tool", tool, record.tool),
-        ("args", _texts(args), _texts(record.args)),
-        ("sentence", wanted, record.digest),
-    ):
-        if ours != theirs:
-            raise ApprovalInvalid(approval_id, reason)
-    state = record.state(now)
-    raise ApprovalInvalid(approval_id, "expired" if state == "approved" else state)
+    with db.driver_write() as tx:
+        won = settle(
+            tx,
+            now,
+            approval_id,
+            tool=tool,
+            args=args,
+            actor=actor,
+            user_id=user_id,
+            sentence=sentence,
+        )
+    if not isinstance(won, Approval):
+        refuse(
+            db,
+            approval_id,
+            now,
+            tool=tool,
+            args=args,
+            actor=actor,
+            user_id=user_id,
+            sentence=sentence,
+        )
+    return won
 
 
 def redeem_identical(
@@ -316,18 +334,85 @@ def redeem_identical(
     asking the human twice. None when there is neither.
     """
     wanted = digest(tool, args, actor, user_id, sentence)
-    same = {"wanted": wanted, "user": user_id, "now": db.clock.now()}
-    with db.read() as conn:
-        rows = conn.execute(_IDENTICAL, same).all()
+    with db.driver_write() as tx:
+        return _use_identical(tx, db.clock.now(), wanted, user_id)
+
+
+def settle(
+    tx: DriverTransaction,
+    now: datetime,
+    approval_id: str | None,
+    *,
+    tool: str,
+    args: Mapping[str, ArgValue],
+    actor: str,
+    user_id: str,
+    sentence: str,
+    ttl: timedelta = DEFAULT_APPROVAL_TTL,
+    agent: str | None = None,
+) -> Approval | ApprovalRecord | None:
+    """A write's consent, in the caller's write transaction (with the session's lookup, say).
+
+    With ``approval_id``: its one use, as :func:`redeem` makes it, or None when it is
+    refused (:func:`refuse`, after the transaction, says why). Without: as
+    :func:`redeem_identical`, the identical call's approved approval used, or its pending
+    one; else a new pending one, as :func:`request_approval` records it.
+    """
+    wanted = digest(tool, args, actor, user_id, sentence)
+    if approval_id is None:
+        found = _use_identical(tx, now, wanted, user_id)
+        if found is not None:
+            return found
+        return _ask(tx, now, tool, args, sentence, actor, user_id, ttl, agent, wanted)
+    if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
+        return None
+    won = tx.run(_REDEEM, approval_id=approval_id, wanted=wanted, user=user_id, now=now)
+    if not won:
+        return None
+    approved_by, approved_at = won[0]
+    return Approval(id=approval_id, approved_by=approved_by, approved_at=approved_at)
+
+
+def refuse(
+    db: Database,
+    approval_id: object,
+    now: datetime,
+    *,
+    tool: str,
+    args: Mapping[str, ArgValue],
+    actor: str,
+    user_id: str,
+    sentence: str,
+) -> NoReturn:
+    """Why an approval's use was refused (:func:`settle`): its ``ApprovalInvalid``."""
+    approval = approval_id if isinstance(approval_id, str) else ""
+    record = get(db, approval)
+    if record is None:
+        raise ApprovalInvalid(approval, "unknown")
+    for reason, ours, theirs in (
+        ("user", user_id, record.user_id),
+        ("actor", actor, record.actor),
+        ("tool", tool, record.tool),
+        ("args", _texts(args), _texts(record.args)),
+        ("sentence", digest(tool, args, actor, user_id, sentence), record.digest),
+    ):
+        if ours != theirs:
+            raise ApprovalInvalid(approval, reason)
+    state = record.state(now)
+    raise ApprovalInvalid(approval, "expired" if state == "approved" else state)
+
+
+def _use_identical(
+    tx: DriverTransaction, now: datetime, wanted: str, user_id: str
+) -> Approval | ApprovalRecord | None:
+    same = {"wanted": wanted, "user": user_id, "now": now}
     pending: ApprovalRecord | None = None
-    for row in rows:
-        record = _record(row._mapping)
+    for row in tx.run(_IDENTICAL, **same):
+        record = _record(dict(zip(_COLUMNS, row, strict=True)))
         if record.status == "pending":
             pending = pending or record
             continue
-        with db.write() as conn:
-            won = conn.execute(_USE_IDENTICAL, {**same, "approval_id": record.id}).rowcount
-        if won == 1:
+        if tx.run(_USE_IDENTICAL, **same, approval_id=record.id):
             assert record.decided_by is not None and record.decided_at is not None
             return Approval(
                 id=record.id, approved_by=record.decided_by, approved_at=record.decided_at

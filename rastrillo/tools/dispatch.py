@@ -37,7 +37,7 @@ from rastrillo import threads
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.registry.confirm import confirm_sentence
-from rastrillo.registry.declare import Access, ArgValue, ToolDef
+from rastrillo.registry.declare import Access, Arg, ArgValue, ToolDef
 from rastrillo.registry.errors import (
     BadActor,
     BadArg,
@@ -50,7 +50,7 @@ from rastrillo.registry.errors import (
 from rastrillo.registry.validate import Invalid, accept, wire
 from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import Session, find_session, is_session_id
+from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
@@ -72,7 +72,14 @@ class Target(Protocol):
     tools: Sequence[ToolDef]
     """The registry ``dispatch(app, call)`` checks a call against."""
 
+    def checks_in_handle(self, defn: ToolDef) -> bool:
+        """Whether the router runs a ``ToolCallMarker.check`` for this tool in the worker
+        thread its ``handle`` runs in, before ``handle`` and with nothing of the app's
+        before it."""
+        ...
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
 
 # Control characters other than tab and newline, lone surrogates (not UTF-8),
 # and the bidirectional marks, embeddings, overrides and isolates that can make
@@ -152,6 +159,12 @@ class ToolCallMarker:
     form: Mapping[str, str] | None = None
     """The form fields the request's body carries (not for a GET): the router takes them
     from here rather than parse the body dispatch itself encoded."""
+    check: Callable[[], ToolCallMarker | None] | None = None
+    """For an approved write sent to a sync ``handle`` with nothing of the app's between
+    (``Target.checks_in_handle``): its session and consent are still to be checked. The
+    router calls this in the worker thread that is to run ``handle``, before it, and runs
+    ``handle`` only with the marker it returns; None means refused, and ``handle`` does not
+    run. This marker itself carries no user, approval or args."""
 
 
 @overload
@@ -227,39 +240,66 @@ async def dispatch(
         _check_agent(call)
         agent = call.actor.name
         texts = {name: wire(value) for name, value in values.items()}
+        params = _path_params(defn.path)
+        fields = {k: v for k, v in sorted(texts.items()) if k not in params}
         session = None
+        write: _Write | None = None
         if defn.access is Access.WRITE:
             approval_id = call.approval
-            # Needed before the app runs, both in one worker-thread hop: the user whose
-            # session the call carries approves it, and the approval is used once.
             write = _Write(app, defn, call, values, texts)
+        elif call.session is not None and call.actor.user_id is not None:
+            # A claimed user is checked before the app runs. Otherwise a read's session
+            # is looked up by the session middleware, as a browser's is, in the one
+            # worker-thread hop a request has for it.
+            session = await threads.in_thread(find_session, app.db, call.session)
+        if write is None:
+            user_id = _check_user(defn, call, session)
+
+        def marker() -> ToolCallMarker:
+            actor = call.actor
+            if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
+                actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+            return ToolCallMarker(
+                actor,
+                session,
+                defn.path,
+                {name: values.get(name) for name in defn.args},
+                handled if approval is not None else None,
+                None if defn.method in ("GET", "HEAD") else fields,
+            )
+
+        def check_write() -> ToolCallMarker | None:
+            """The write's user and consent (step 4 and 5), in one transaction: the
+            marker the app then runs with, or None when refused (``write.failure`` says
+            why)."""
+            nonlocal session, user_id, approval, approval_path
+            assert write is not None
             try:
-                await threads.in_thread(write.check)
+                write.check()
+            except Exception as exc:
+                write.failure = exc
+                return None
             finally:
                 session, user_id, approval = write.session, write.user_id, write.approval
             assert approval is not None
             approval_path = consent.approval_path(approval.id)
+            return marker()
+
+        if write is None:
+            sent = marker()
+        elif call.approval is not None and app.checks_in_handle(defn):
+            # The router checks it in the worker thread that then runs handle: one hop.
+            sent = ToolCallMarker(call.actor, route=defn.path, form=fields, check=check_write)
         else:
-            if call.session is not None and call.actor.user_id is not None:
-                # A claimed user is checked before the app runs. Otherwise a read's
-                # session is looked up by the session middleware, as a browser's is, in
-                # the one worker-thread hop a request has for it.
-                session = await threads.in_thread(find_session, app.db, call.session)
-            user_id = _check_user(defn, call, session)
-        actor = call.actor
-        if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
-            actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
-        params = _path_params(defn.path)
-        fields = {k: v for k, v in sorted(texts.items()) if k not in params}
-        marker = ToolCallMarker(
-            actor,
-            session,
-            defn.path,
-            {name: values.get(name) for name in defn.args},
-            handled if approval is not None else None,
-            None if defn.method in ("GET", "HEAD") else fields,
-        )
-        result, resolved_user = await _run(app, defn, texts, fields, call.session, marker)
+            # Checked before the app sees the request, in a worker-thread hop of its own.
+            checked = await threads.in_thread(check_write)
+            if checked is None:
+                assert write.failure is not None
+                raise write.failure
+            sent = checked
+        result, resolved_user = await _run(app, defn, texts, fields, call.session, sent)
+        if write is not None and write.failure is not None:
+            raise write.failure  # the router checked it and ran nothing
         if session is None:
             user_id = resolved_user
         status = result.status
@@ -317,19 +357,50 @@ def dispatch_sync(
     return anyio.run(dispatch, app, defs, call)
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What checking and sending a call of one tool takes, worked out once per registry."""
+
+    defn: ToolDef
+    args: dict[str, Arg]
+    required: frozenset[str]
+    params: frozenset[str]
+    """The path parameters."""
+
+
+_plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
+
+
+def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
+    """Each tool's plan by id (the first of a repeated id). A tuple registry, which cannot
+    change, is planned once; any other sequence on every call."""
+    if type(defs) is tuple:
+        cached = _plans_of.get(id(defs))
+        if cached is not None and cached[0] is defs:
+            return cached[1]
+    plans: dict[str, _Plan] = {}
+    for defn in defs:
+        args = dict(defn.args.items())
+        required = frozenset(name for name, arg in args.items() if arg.required)
+        plans.setdefault(defn.id, _Plan(defn, args, required, _path_params(defn.path)))
+    if type(defs) is tuple:
+        if len(_plans_of) >= 64:
+            _plans_of.clear()
+        _plans_of[id(defs)] = (defs, plans)
+    return plans
+
+
 def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str, ArgValue]]:
     """Steps 1-3: the tool exists; its args, exactly, each a safe value of its declared type.
 
     Returns the def and the canonical value of every arg that is sent (an
     optional arg that is absent, ``None`` or ``""`` is not).
     """
-    defn = (
-        next((d for d in defs if d.id == call.tool), None) if isinstance(call.tool, str) else None
-    )
-    if defn is None:
-        raise UnknownTool(
-            call.tool if isinstance(call.tool, str) else repr(call.tool), (d.id for d in defs)
-        )
+    plans = _plans(defs)
+    plan = plans.get(call.tool) if type(call.tool) is str else None
+    if plan is None:
+        raise UnknownTool(call.tool if isinstance(call.tool, str) else repr(call.tool), plans)
+    defn = plan.defn
     if defn.access is Access.READ and defn.method != "GET":
         # Generate refuses such a tool; a hand-built registry must not run a state change unasked.
         raise ToolError(
@@ -339,14 +410,14 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
     args = call.args
     if type(args) is not dict and not isinstance(args, Mapping):
         raise BadArg(defn.id, "*", "args must be a JSON object of arg name to value")
-    extra = [str(k) for k in args if not isinstance(k, str) or k not in defn.args]
+    declared = plan.args
+    extra = [str(k) for k in args if type(k) is not str or k not in declared]
     if extra:
-        raise UnknownArg(defn.id, extra, defn.args)
-    missing = [name for name, arg in defn.args.items() if arg.required and name not in args]
-    if missing:
-        raise MissingArg(defn.id, missing)
+        raise UnknownArg(defn.id, extra, declared)
+    if not plan.required.issubset(args):
+        raise MissingArg(defn.id, [name for name in declared if name in plan.required - set(args)])
     values: dict[str, ArgValue] = {}
-    for name, arg in defn.args.items():
+    for name, arg in declared.items():
         value = args.get(name)
         if not arg.required and value in (None, ""):
             continue
@@ -358,8 +429,8 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
             bad = _UNSAFE.search(value)
             if bad is not None:
                 raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
-        if value in ("", ".", "..") and name in path_params(defn.path):
-            raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
+            if value in ("", ".", "..") and name in plan.params:
+                raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
     return defn, values
 
 
@@ -412,52 +483,64 @@ class _Write:
         self.session: Session | None = None
         self.user_id: str | None = None
         self.approval: Approval | None = None
+        self.failure: Exception | None = None
+        """Why :meth:`check` refused, when the router ran it."""
 
     def check(self) -> None:
-        call = self.call
-        if call.session is not None:
-            self.session = find_session(self.app.db, call.session)
-        self.user_id = _check_user(self.defn, call, self.session)
-        self.approval = self._consent(self.user_id)
+        """In one write transaction: the session's user, then the consent (step 5).
 
-    def _consent(self, user_id: str | None) -> Approval:
-        """Step 5: a write needs the user's approval of this exact call, used once.
-
-        The sentence shows the values as they go on the wire, and the approval
-        binds them: ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
-        ``call.approval``, the identical call's own approval counts: an approved one
-        is used, a pending one is named again; else a new one is asked.
+        A write needs the user's approval of this exact call, used once. The sentence
+        shows the values as they go on the wire, and the approval binds them:
+        ``{"quantity": 2}`` approved is ``{"quantity": 2}`` run. Without
+        ``call.approval``, the identical call's own approval counts: an approved one is
+        used, a pending one is named again; else a new one is asked.
         """
-        assert user_id is not None  # _check_user refuses a write without one
-        app, defn, call, values = self.app, self.defn, self.call, self.values
+        app, defn, call = self.app, self.defn, self.call
+        if call.session is None:
+            _check_user(defn, call, None)  # refused: a write needs a session
         sentence = confirm_sentence(defn, self.texts)
         actor = str(call.actor)
-        if call.approval is None:
-            found = consent.redeem_identical(
-                app.db, tool=defn.id, args=values, actor=actor, user_id=user_id, sentence=sentence
-            )
-            if isinstance(found, Approval):
-                return found
-            record = found or consent.request_approval(
+        now = app.db.clock.now()
+        refused: BadActor | None = None
+        outcome: Approval | consent.ApprovalRecord | None = None
+        with app.db.driver_write() as tx:
+            self.session = find_session_in(tx, now, call.session)
+            try:
+                self.user_id = user_id = _check_user(defn, call, self.session)
+            except BadActor as exc:
+                refused = exc  # raised once the session's own upkeep is committed
+            else:
+                assert user_id is not None  # _check_user refuses a write without one
+                outcome = consent.settle(
+                    tx,
+                    now,
+                    call.approval,
+                    tool=defn.id,
+                    args=self.values,
+                    actor=actor,
+                    user_id=user_id,
+                    sentence=sentence,
+                    ttl=app.approval_ttl,
+                    agent=call.actor.name,
+                )
+        if refused is not None:
+            raise refused
+        if isinstance(outcome, Approval):
+            self.approval = outcome
+            return
+        if outcome is None:
+            assert self.user_id is not None
+            consent.refuse(
                 app.db,
+                call.approval,
+                now,
                 tool=defn.id,
-                args=values,
-                sentence=sentence,
+                args=self.values,
                 actor=actor,
-                user_id=user_id,
-                ttl=app.approval_ttl,
-                agent=call.actor.name,
+                user_id=self.user_id,
+                sentence=sentence,
             )
-            raise ConfirmRequired(defn.id, sentence, record.id, app.origin + record.url)
-        return consent.redeem(
-            app.db,
-            call.approval if isinstance(call.approval, str) else "",
-            tool=defn.id,
-            args=values,
-            actor=actor,
-            user_id=user_id,
-            sentence=sentence,
-        )
+        raise ConfirmRequired(defn.id, sentence, outcome.id, app.origin + outcome.url)
 
 
 @dataclass(frozen=True)

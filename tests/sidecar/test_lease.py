@@ -31,48 +31,48 @@ def test_one_holder_at_a_time_renewal_and_takeover_after_the_ttl(
     db: Database, clock: ManualClock
 ) -> None:
     a, b = Lease(db, ttl=10), Lease(db, ttl=10)
-    assert a.acquire()
-    assert not b.acquire()
+    assert a.hold()
+    assert not b.hold()
     clock.advance(9)
-    assert a.acquire()  # renewed: good for another 10 s
+    assert a.hold()  # renewed: good for another 10 s
     clock.advance(9)
-    assert not b.acquire()
+    assert not b.hold()
     clock.advance(1.5)
-    assert b.acquire()  # a stopped renewing: b takes over
-    assert not a.acquire()  # and a learns it lost the lease
+    assert b.hold()  # a stopped renewing: b takes over
+    assert not a.hold()  # and a learns it lost the lease
 
 
 def test_a_wall_clock_step_neither_ends_a_lease_early_nor_delays_takeover(
     db: Database, clock: ManualClock
 ) -> None:
     a, b = Lease(db, ttl=10), Lease(db, ttl=10)
-    assert a.acquire()
+    assert a.hold()
     clock.step(3600)  # the wall clock jumps an hour ahead
-    assert not b.acquire()
+    assert not b.hold()
     clock.step(-7200)  # and two hours back
     clock.advance(10.5)
-    assert b.acquire()
+    assert b.hold()
 
 
 def test_release_hands_over_at_once_and_only_the_holder_can_release(db: Database) -> None:
     a, b = Lease(db, ttl=60), Lease(db, ttl=60)
-    assert a.acquire()
+    assert a.hold()
     b.release()
-    assert not b.acquire()
+    assert not b.hold()
     a.release()
-    assert b.acquire()
+    assert b.hold()
 
 
 def test_a_lease_left_before_a_reboot_is_expired(db: Database) -> None:
-    assert Lease(db, ttl=3600).acquire()
+    assert Lease(db, ttl=3600).hold()
     db.execute("UPDATE rastrillo_sidecar_lease SET clock = 'boot:an-earlier-boot'")
-    assert Lease(db, ttl=3600).acquire()
+    assert Lease(db, ttl=3600).hold()
 
 
 def test_names_keep_two_apps_on_one_database_apart(db: Database) -> None:
-    assert Lease(db, "shop").acquire()
-    assert Lease(db, "blog").acquire()
-    assert not Lease(db, "shop").acquire()
+    assert Lease(db, "shop").hold()
+    assert Lease(db, "blog").hold()
+    assert not Lease(db, "shop").hold()
 
 
 def test_state_is_recorded_per_pass(db: Database) -> None:
@@ -125,7 +125,7 @@ def test_a_holder_that_loses_the_lease_mid_pass_asks_the_pass_to_stop(
 
         def long_pass(ctx: PassContext) -> None:
             db.execute("UPDATE rastrillo_sidecar_lease SET expires_at = 0")  # as if it lapsed
-            thief.acquire()
+            thief.hold()
             told_to_stop.append(ctx.stopping.wait(5))
             aio.call_soon_threadsafe(loop.request_stop)
 
@@ -142,20 +142,20 @@ def test_on_postgresql_expiry_goes_by_the_database_clock_not_a_hosts(pg_url: str
     here.open()
     skewed = Database(pg_url, clock=ManualClock(datetime(2100, 1, 1, tzinfo=UTC)))
     a, b = Lease(here, ttl=0.5), Lease(skewed, ttl=0.5)
-    assert a.acquire()
-    assert not b.acquire()  # a host whose clock is a century ahead does not steal it
+    assert a.hold()
+    assert not b.hold()  # a host whose clock is a century ahead does not steal it
     deadline = time.monotonic() + 10
-    while not b.acquire():  # it takes over once the ttl has passed on the server's clock
+    while not b.hold():  # it takes over once the ttl has passed on the server's clock
         assert time.monotonic() < deadline, "the standby never took over"
         time.sleep(0.05)
-    assert not a.acquire()
+    assert not a.hold()
     here.dispose()
     skewed.dispose()
 
 
 def test_two_processes_agree_on_the_lease_clock(db: Database) -> None:
     a, b = Lease(db, ttl=60), Lease(db, ttl=60)
-    assert a.acquire()
+    assert a.hold()
     clock = db.query_one("SELECT clock FROM rastrillo_sidecar_lease").clock
     assert clock in (f"boot:{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}", "wall")
-    assert not b.acquire()  # the same clock name: b waits, never takes it as a stranger's
+    assert not b.hold()  # the same clock name: b waits, never takes it as a stranger's

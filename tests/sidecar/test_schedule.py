@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rastrillo.sidecar import PassContext, SidecarLoop
-from rastrillo.sidecar.planner import backoff, interpret
+from rastrillo.sidecar.planner import backoff, next_due_from
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -161,7 +161,7 @@ def test_a_naive_datetime_or_a_wrong_type_is_a_failed_pass_naming_the_fix(
 
 def test_an_aware_instant_in_another_zone_is_normalised_to_utc() -> None:
     plus_two = timezone(timedelta(hours=2))
-    normalised = interpret(datetime(2030, 1, 1, 14, 0, tzinfo=plus_two))
+    normalised = next_due_from(datetime(2030, 1, 1, 14, 0, tzinfo=plus_two))
     assert normalised == datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
     assert normalised is not None and normalised.tzinfo is UTC
 

@@ -17,7 +17,10 @@ import pytest
 import rastrillo
 from rastrillo import storage, threads
 from rastrillo.cli.main import main
+from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.loader import load_options
+from rastrillo.registry.declare import ToolDef
+from rastrillo.routing import Route
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
@@ -166,13 +169,83 @@ def _on_disk(f: Fixture, call_id: str) -> list[tuple]:
         ).fetchall()
 
 
-def test_an_approved_write_makes_two_thread_hops_its_row_written_in_the_handles(
+def test_an_approved_write_makes_one_thread_hop_its_row_written_in_the_handles(
     f, monkeypatch
 ):
-    """The session and the approval's use share one hop; handle and the audit row the other."""
+    """The session, the approval's use, handle and the audit row share one hop."""
+    approved = _approved_cancel(f, f.session("3"), "hops-1")
+    hops = _count_hops(monkeypatch)
+    assert run(f.app, f.defs, approved).status == 303
+    assert hops == ["_checked_handle"]
+    assert _on_disk(f, "hops-1") == [(303, "3")]
+
+
+def test_behind_app_middleware_an_approved_write_is_checked_before_it(tmp_path, monkeypatch):
+    """With ``Options.wrap`` the app's own code sees the request before the router: the
+    session and the approval are checked in a hop of their own before it is sent."""
+    seen: list[str] = []
+
+    def wrap(inner):
+        async def watching(scope, receive, send):
+            seen.append(str(scope[TOOL_CALL_SCOPE_KEY].actor.approval is not None))
+            await inner(scope, receive, send)
+
+        return watching
+
+    f = build(tmp_path, wrap=wrap)
+    approved = _approved_cancel(f, f.session("3"), "hops-2")
+    hops = _count_hops(monkeypatch)
+    assert run(f.app, f.defs, approved).status == 303
+    assert hops == ["check_write", "_checked_handle", "record"]  # the row after the wrap
+    assert seen == ["True"]
+    assert _on_disk(f, "hops-2") == [(303, "3")]
+
+
+def test_an_approved_write_to_an_async_handle_is_checked_before_it(tmp_path, monkeypatch):
+    """An async ``handle`` runs on the event loop: the session and the approval are checked
+    in a hop of their own before the request is sent, and the write runs once."""
+    ran: list[tuple[str | None, str | None]] = []
+
+    @rastrillo.sessions.require
+    async def refund(ctx: rastrillo.Context):
+        ran.append((ctx.user_id, ctx.actor.approval.approved_by if ctx.actor.approval else None))
+        return ctx.text("refunded", status=201)
+
+    defn = ToolDef(
+        id="refunds_post",
+        method="POST",
+        path="/refunds",
+        description="refund",
+        access=rastrillo.ToolWrite,
+        args={"order": "the order"},
+        confirm="Refund order {order}?",
+    )
+    app = rastrillo.handler(
+        rastrillo.Options(
+            app_dir=tmp_path,
+            db=str(tmp_path / "app.db"),
+            routes=[Route("POST", "/refunds", "refund", refund)],
+            tools=[defn],
+        )
+    )
+    session = rastrillo.sessions.create_session(app.db, "3")
+    call = Call(tool="refunds_post", args={"order": "8"}, actor=AGENT, session=session)
+    with pytest.raises(ConfirmRequired) as info:
+        run(app, call)
+    consent.decide(app.db, "3", info.value.approval_id, True)
+    approved = dataclasses.replace(call, approval=info.value.approval_id)
+    hops = _count_hops(monkeypatch)
+    assert run(app, approved).status == 201
+    assert hops == ["check_write", "record"]
+    assert ran == [("3", "3")]
+    with pytest.raises(ApprovalInvalid):
+        run(app, approved)
+    assert ran == [("3", "3")]
+
+
+def _count_hops(monkeypatch) -> list[str]:
     import anyio.to_thread
 
-    approved = _approved_cancel(f, f.session("3"), "hops-1")
     hops: list[str] = []
 
     def counting(real):
@@ -185,9 +258,7 @@ def test_an_approved_write_makes_two_thread_hops_its_row_written_in_the_handles(
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting(anyio.to_thread.run_sync))
     monkeypatch.setattr(threads, "in_thread", counting(threads.in_thread))
-    assert run(f.app, f.defs, approved).status == 303
-    assert hops == ["check", "_checked_handle"]
-    assert _on_disk(f, "hops-1") == [(303, "3")]
+    return hops
 
 
 def test_an_approved_write_behind_app_middleware_records_the_status_it_answered(tmp_path):

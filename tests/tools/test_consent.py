@@ -400,21 +400,43 @@ def test_of_concurrent_identical_calls_exactly_one_redeems(f):
     assert len(f.ran("cancel")) == 1
 
 
-def test_an_approval_is_used_by_one_statement(f):
-    """The redemption is one conditional UPDATE: no read first, no second transaction."""
+def statements(f: Fixture) -> list[str]:
+    """Every SQL statement the app's SQLite connections run from now on, as the driver
+    runs them (SQLAlchemy's own events do not see a driver-level statement)."""
+    seen: list[str] = []
+
+    def traced(dbapi_connection, record, proxy) -> None:
+        dbapi_connection.set_trace_callback(seen.append)
+
+    event.listen(f.app.db.engine, "checkout", traced)
+    return seen
+
+
+def test_an_approval_is_used_by_one_statement_in_the_session_s_transaction(f):
+    """The redemption is one conditional UPDATE (no read of the approval first), in the
+    one short write transaction that also looks the call's session up."""
     session = f.session("3")
     pending = propose(f, session)
     consent.decide(f.app.db, "3", pending.approval_id, True)
-    on_approvals: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany) -> None:
-        if consent.approvals_table.name in statement:
-            on_approvals.append(statement.split()[0])
-
-    event.listen(f.app.db.engine, "before_cursor_execute", record)
-    try:
-        assert cancel(f, session, approval=pending.approval_id).status == 303
-    finally:
-        event.remove(f.app.db.engine, "before_cursor_execute", record)
+    seen = statements(f)
+    assert cancel(f, session, approval=pending.approval_id).status == 303
+    first = seen.index("BEGIN IMMEDIATE")
+    transaction = seen[first : seen.index("COMMIT", first) + 1]
+    assert [s.split()[0] for s in transaction] == ["BEGIN", "SELECT", "UPDATE", "COMMIT"]
+    assert "rastrillo_sessions" in transaction[1]
+    assert transaction[2].startswith(f"UPDATE {consent.approvals_table.name} SET used_at")
+    on_approvals = [s.split()[0] for s in seen if consent.approvals_table.name in s]
     assert on_approvals == ["UPDATE"]
     assert len(f.ran("cancel")) == 1
+
+
+def test_a_proposal_is_one_transaction_with_its_session(f):
+    """A write without an approval: the session, the identical call's approvals and the
+    new pending one, all in one write transaction."""
+    session = f.session("3")
+    seen = statements(f)
+    propose(f, session)
+    first = seen.index("BEGIN IMMEDIATE")
+    transaction = seen[first : seen.index("COMMIT", first) + 1]
+    assert [s.split()[0] for s in transaction] == ["BEGIN", "SELECT", "SELECT", "INSERT", "COMMIT"]
+    assert len(f.ran("cancel")) == 0

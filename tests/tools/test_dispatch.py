@@ -401,7 +401,7 @@ def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
 
 def test_dispatch_takes_the_registry_from_the_app_or_as_given(tmp_path):
     f = build(tmp_path)
-    assert f.app.tools is f.app.options.tools
+    assert f.app.tools == tuple(f.app.options.tools)
     order = Call(tool="orders_id_get", args={"id": "7"}, actor=AGENT)
     assert dispatch_sync(f.app, order).text == "order 7"
     assert dispatch_sync(f.app, f.defs, order).text == "order 7"
