@@ -216,10 +216,12 @@ def serve(kind: str, port: int, db: str) -> None:
 
     app = build_app(kind, db)
     if kind == "rastrillo":
-        from rastrillo.serve import server_config
+        from rastrillo.serve import DrainingServer, server_config
 
         # As `rastrillo serve` serves it: its httptools protocol with the connection limits.
         config = server_config(app, host="127.0.0.1", port=port, loop="asyncio", access_log=False)
+        DrainingServer(config).run()
+        return
     else:
         config = uvicorn.Config(
             app,
