@@ -24,10 +24,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -459,6 +460,10 @@ class _Form:
     conversion its column type makes."""
     read: tuple[Callable[[Any], Any] | None, ...]
     """For each column of a row it returns: the conversion its type makes, if any."""
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None
+    """The positional parameters out of the binds by name (``order``'s, made once)."""
+    converts_rows: bool
+    """Some column of a row it returns needs a conversion."""
 
     @classmethod
     def of(cls, statement: Executable, dialect: Dialect, columns: Sequence[str] | None) -> _Form:
@@ -476,15 +481,20 @@ class _Form:
         exported = getattr(statement, "exported_columns", ())
         read = tuple(column.type.result_processor(dialect, None) for column in exported)
         order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return cls(compiled.string, order, fixed, convert, read)
+        pick = None
+        if order:
+            pick = (lambda binds: (binds[order[0]],)) if len(order) == 1 else itemgetter(*order)
+        return cls(compiled.string, order, fixed, convert, read, pick, any(read))
 
     def params(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
-        merged = {**self.fixed, **values}
+        merged = {**self.fixed, **values} if self.fixed else dict(values)
         for name, convert in self.convert.items():
             merged[name] = convert(merged[name])
-        return merged if self.order is None else tuple(merged[name] for name in self.order)
+        return merged if self.pick is None else self.pick(merged)
 
     def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
+        if not self.converts_rows:
+            return tuple(raw)
         return tuple(
             value if read is None else read(value)
             for value, read in zip(raw, self.read, strict=True)
@@ -527,6 +537,12 @@ class DriverTransaction:
         if not form.read:
             return []
         return [form.row(raw) for raw in self._cursor.fetchall()]
+
+    def run_many(self, statement: Prepared, rows: Iterable[Mapping[str, Any]], /) -> None:
+        """Run ``statement`` once for each of ``rows`` (values for its binds) in one call
+        to the driver: a batch of INSERTs, say."""
+        form = statement.form(self._dialect)
+        self._cursor.executemany(form.sql, [form.params(values) for values in rows])
 
 
 @functools.lru_cache(maxsize=1024)

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, Dialect, Float, Integer, String, Table, Text, inspect, select
+from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 
 from rastrillo.actor import Approval, describe
 from rastrillo.errors import RastrilloError
-from rastrillo.storage import METADATA, Database, Instant, is_unavailable
+from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
 __all__ = ["AuditNotWritten", "AuditRecord", "append", "flush", "latest", "shutdown"]
 
@@ -244,9 +244,6 @@ def _text(value: Any) -> str:
 
 
 _ARGS = _COLUMNS.index("args")
-_INSTANTS = [
-    index for index, name in enumerate(_COLUMNS) if isinstance(audit_table.c[name].type, Instant)
-]
 _TEXTS = [
     (index, audit_table.c[name].type.length, audit_table.c[name].nullable)
     for index, name in enumerate(_COLUMNS)
@@ -255,8 +252,8 @@ _TEXTS = [
 """Each text column's place in a row, its length (None: unbounded) and whether it takes NULL."""
 
 
-def _storable(row: _Row) -> list[Any]:
-    """The row's values with each text storable and cut to its column's length."""
+def _storable(row: _Row) -> dict[str, Any]:
+    """The row's values by column, each text storable and cut to its column's length."""
     values = list(row)
     values[_ARGS] = json.dumps(
         {_text(k): _json_scalar(v) for k, v in row[_ARGS].items()}, ensure_ascii=False
@@ -277,48 +274,15 @@ def _storable(row: _Row) -> list[Any]:
         if limit is not None and len(text) > limit:
             text = text[: limit - 1] + "…"
         values[index] = text
-    return values
+    return dict(zip(_COLUMNS, values, strict=True))
 
 
-@dataclass(frozen=True)
-class _Insert:
-    """The INSERT of an audit row as one database's driver takes it, compiled once: rows
-    go to the driver as plain tuples (or dicts), with no per-row work by SQLAlchemy, which
-    would cost four times what the driver's own insert does."""
-
-    sql: str
-    positional: bool
-    """The driver takes the values in ``_COLUMNS`` order, else by name."""
-    dialect: Dialect
-
-    def params(self, row: _Row) -> _Row | dict[str, Any]:
-        """A row as the driver's parameters: storable, its instants in the column's form."""
-        values = _storable(row)
-        for index in _INSTANTS:
-            if values[index] is not None:
-                values[index] = _INSTANT.process_bind_param(values[index], self.dialect)
-        return tuple(values) if self.positional else dict(zip(_COLUMNS, values, strict=True))
-
-
-_INSTANT = Instant()
-_inserts: dict[tuple[str, str], _Insert] = {}
-
-
-def _insert_for(dialect: Dialect) -> _Insert:
-    key = (dialect.name, dialect.driver)
-    found = _inserts.get(key)
-    if found is None:
-        compiled = audit_table.insert().compile(dialect=dialect, column_keys=list(_COLUMNS))
-        positional = compiled.positional
-        assert not positional or tuple(compiled.positiontup or ()) == _COLUMNS
-        found = _inserts.setdefault(key, _Insert(compiled.string, positional, dialect))
-    return found
+_INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
 
 
 def _as_json(row: _Row) -> str:
     """A row for the log, storable text as it would have been stored."""
-    values = dict(zip(_COLUMNS, _storable(row), strict=True))
-    return json.dumps(values, default=str, ensure_ascii=True)
+    return json.dumps(_storable(row), default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
@@ -357,12 +321,10 @@ def _insert(db: Database, rows: list[_Row]) -> list[_Row]:
     """
     delay = _RETRY_FIRST
     waiting = False
-    insert = _insert_for(db.engine.dialect)
     while True:
         try:
-            params = [insert.params(row) for row in rows]
-            with db.write() as conn:
-                conn.exec_driver_sql(insert.sql, params)
+            with db.driver_write() as tx:
+                tx.run_many(_INSERT, [_storable(row) for row in rows])
         except Exception as exc:
             if not is_unavailable(exc):
                 refused = exc

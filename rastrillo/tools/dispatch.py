@@ -617,8 +617,11 @@ async def _run(
     return result, scope.get(USER_SCOPE_KEY)
 
 
+_FAILED = Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
+
+
 async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, defn: ToolDef) -> Result:
-    status = 500
+    status: int | None = None
     raw_headers: list[tuple[bytes, bytes]] = []
     chunks: list[bytes] = []
     sent = False
@@ -658,9 +661,12 @@ async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, defn: Tool
         await app(scope, receive, send)
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
-        return Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
+        return _FAILED
     finally:
         finish()
+    if status is None:
+        log.error("tool call %s (%s %s): the app sent no response", defn.id, defn.method, defn.path)
+        return _FAILED
     return Result(status, Headers(raw=raw_headers), b"".join(chunks))
 
 

@@ -313,6 +313,20 @@ def test_an_exception_in_middleware_is_a_logged_500(tmp_path, caplog):
     assert "middleware broke" in caplog.text
 
 
+def test_middleware_that_sends_no_response_is_a_logged_500(tmp_path, caplog):
+    def wrap(app):
+        async def silent(scope, receive, send):
+            return None  # neither calls the app nor answers
+
+        return silent
+
+    f = build(tmp_path, wrap=wrap)
+    with caplog.at_level(logging.ERROR):
+        result = call(f, "search_get", {"q": "x", "page": "1"})
+    assert (result.status, result.text) == (500, "Internal Server Error")
+    assert "search_get (GET /search): the app sent no response" in caplog.text
+
+
 def test_dispatch_from_async_code(f):
     async def main():
         return await dispatch(
