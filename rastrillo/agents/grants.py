@@ -39,6 +39,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, RowMapping
 
 from rastrillo.actor import Actor
+from rastrillo.sessions.store import (
+    create_session,
+    delete_session,
+    session_digest,
+    sessions_table,
+)
 from rastrillo.storage import METADATA, Database, Instant
 
 __all__ = [
@@ -49,8 +55,10 @@ __all__ = [
     "GrantError",
     "Tokens",
     "authenticate",
+    "authenticate_until",
     "create_grant",
     "get_grant",
+    "grant_session",
     "issue_tokens",
     "list_grants",
     "personal_token",
@@ -107,6 +115,20 @@ tokens_table = Table(
     Column("used_at", Instant),
     Index("rastrillo_agent_tokens_grant", "grant_id"),
 )
+
+grant_sessions_table = Table(
+    "rastrillo_agent_sessions",
+    METADATA,
+    Column("session_digest", String(64), primary_key=True),
+    Column(
+        "grant_id",
+        String(64),
+        ForeignKey("rastrillo_agent_grants.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Index("rastrillo_agent_sessions_grant", "grant_id"),
+)
+"""The sessions made for a grant's calls (:func:`grant_session`): revoking it ends them."""
 
 # Built once: a token is looked up on every MCP request.
 _FIND_TOKEN = (
@@ -231,6 +253,12 @@ def authenticate(db: Database, token: str) -> Grant | None:
     any token of a revoked grant — revocation holds from the next call on.
     Notes the grant's last use (at most once a minute).
     """
+    found = authenticate_until(db, token)
+    return None if found is None else found[0]
+
+
+def authenticate_until(db: Database, token: str) -> tuple[Grant, datetime] | None:
+    """:func:`authenticate`, and when the token expires."""
     row = _find(db, token)
     now = db.clock.now()
     if row is None or row["kind"] == "refresh" or not _usable(row, now):
@@ -244,7 +272,34 @@ def authenticate(db: Database, token: str) -> Grant | None:
                 .values(last_used_at=now)
             )
         row = {**row, "last_used_at": now}
-    return _grant(row)
+    return _grant(row), row["expires_at"]
+
+
+def grant_session(db: Database, grant: Grant) -> str | None:
+    """A new session of the grant's user for the grant's calls; None if it was revoked.
+
+    Revoking the grant ends the session, so whoever holds it learns of the
+    revocation from the session check a call makes anyway.
+    """
+    session_id = create_session(db, grant.user_id)
+    link = grant_sessions_table
+    with db.write() as conn:
+        # Links to sessions that ended (expired, or the user's sessions were ended) go.
+        conn.execute(
+            delete(link).where(link.c.session_digest.not_in(select(sessions_table.c.id_digest)))
+        )
+        digest = session_digest(session_id)
+        conn.execute(link.insert().values(session_digest=digest, grant_id=grant.id))
+        # Locked, so a revocation running now waits for this link and ends the session too.
+        live = conn.execute(
+            select(grants_table.c.id)
+            .where(grants_table.c.id == grant.id, grants_table.c.revoked_at.is_(None))
+            .with_for_update()
+        ).first()
+    if live is None:
+        delete_session(db, session_id)
+        return None
+    return session_id
 
 
 def refresh_grant(db: Database, refresh_token: str) -> Grant | None:
@@ -314,6 +369,10 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
         done = conn.execute(update(grants_table).where(*condition).values(revoked_at=now))
         if done.rowcount:
             conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == grant_id))
+        link = grant_sessions_table
+        ended = select(link.c.session_digest).where(link.c.grant_id == grant_id)
+        conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))
+        conn.execute(delete(link).where(link.c.grant_id == grant_id))
     return bool(done.rowcount)
 
 

@@ -25,17 +25,18 @@ arguments once approved; the identical call then redeems the approval (see
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
-    BearerAuthBackend,
     RequireAuthMiddleware,
 )
 from mcp.server.auth.provider import AccessToken
@@ -51,9 +52,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl, ConfigDict
 from sqlalchemy import Column, String, Table, false, select
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import threads
 from rastrillo.actor import Actor
@@ -64,7 +67,6 @@ from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.errors import ApprovalInvalid, BadActor, ConfirmRequired, ToolError
 from rastrillo.registry.schemas import schemas
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import create_session
 from rastrillo.storage import METADATA, Database, upsert
 from rastrillo.tools import consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
@@ -76,6 +78,9 @@ APPROVAL_META = "rastrillo/approval"
 """The ``_meta`` key of a write waiting for approval: ``{"id", "url"}``."""
 _ELICITATION_KEY = "approval"
 _STATE_KEY = "mcp-request-state"
+_REVOKED_SCOPE_KEY = "rastrillo.mcp.revoked"
+_RECHECK = timedelta(minutes=1)
+_MAX_CHECKED = 10_000
 
 keys_table = Table(
     "rastrillo_keys",
@@ -90,22 +95,58 @@ class GrantToken(AccessToken):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     grant: grants.Grant
+    key: bytes
+    """The token's key in the verifier's memory (a digest: the token itself is not kept)."""
 
 
-class _GrantVerifier:
-    """The SDK's ``TokenVerifier``, backed by the grant store (in a thread: it reads the db)."""
+class _GrantBackend(AuthenticationBackend):
+    """The bearer check of ``/mcp``: ``Authorization: Bearer <token>`` to its grant.
+
+    The grant store is read, in a worker thread, for every request but a tool
+    call. A tool call (which a 2026-07-28 client names in its ``Mcp-Method``
+    header, and the SDK holds the header to the body) may use a token this
+    process checked in the last minute, until its expiry: a revocation since
+    then shows in the session check the call makes anyway, before the app
+    runs, in the thread hop the call has for its handler, since revoking a
+    grant ends the sessions of its calls (:func:`grants.grant_session`). Then
+    :class:`McpEndpoint` looks the grant up, finds it revoked and answers 401.
+    So a tool call costs one thread hop, not two.
+    """
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._checked: dict[bytes, tuple[GrantToken, datetime]] = {}
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        grant = await threads.in_thread(grants.authenticate, self.db, token)
-        if grant is None:
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
             return None
+        access = await self._access(token, tool_call=conn.headers.get("mcp-method") == "tools/call")
+        return None if access is None else (AuthCredentials([]), AuthenticatedUser(access))
+
+    async def _access(self, token: str, *, tool_call: bool) -> GrantToken | None:
+        key = hashlib.sha256(token.encode()).digest()
+        now = self.db.clock.now()
+        known = self._checked.get(key)
+        if tool_call and known is not None and now < known[1]:
+            return known[0]
+        found = await threads.in_thread(grants.authenticate_until, self.db, token)
+        if found is None:
+            self._checked.pop(key, None)
+            return None
+        grant, expires = found
         # The principal the SDK binds request state (and sessions) to is this grant.
-        return GrantToken(
-            token="", client_id=grant.id, subject=grant.user_id, scopes=[], grant=grant
+        access = GrantToken(
+            token="", client_id=grant.id, subject=grant.user_id, scopes=[], grant=grant, key=key
         )
+        if len(self._checked) >= _MAX_CHECKED:
+            self._checked.clear()
+        self._checked[key] = (access, min(expires, now + _RECHECK))
+        return access
+
+    def forget(self, access: GrantToken) -> None:
+        """The next request with this token reads the store again."""
+        self._checked.pop(access.key, None)
 
 
 @dataclass
@@ -155,10 +196,12 @@ class McpEndpoint:
         )
         self._manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
         metadata = AnyHttpUrl(self._settings.origin + RESOURCE_METADATA_PATH)
-        protected: ASGIApp = RequireAuthMiddleware(self._manager.handle_request, [], metadata)
+        protected = RequireAuthMiddleware(self._manager.handle_request, [], metadata)
+        self._bearer = _GrantBackend(db)
         self._asgi: ASGIApp = AuthenticationMiddleware(
-            AuthContextMiddleware(protected), backend=BearerAuthBackend(_GrantVerifier(db))
+            AuthContextMiddleware(protected), backend=self._bearer
         )
+        self._unauthorized = protected
         self._started = False
 
     @asynccontextmanager
@@ -182,7 +225,16 @@ class McpEndpoint:
                 scope, receive, send
             )
             return
-        await self._asgi(scope, receive, send)
+
+        async def send_unless_revoked(message: Message) -> None:
+            if not scope.get(_REVOKED_SCOPE_KEY):
+                await send(message)
+            elif message["type"] == "http.response.start":
+                # The grant was revoked while its token was still known here: the
+                # 401 the next request would get, in place of the tool's result.
+                await self._unauthorized({**scope, "user": None}, receive, send)
+
+        await self._asgi(scope, receive, send_unless_revoked)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -192,11 +244,11 @@ class McpEndpoint:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        grant = _grant_of(ctx)
+        access = _access_of(ctx)
         approval = params.request_state  # unsealed by the SDK: ours, for this call and grant
         declined = _declined_elicitation(params.input_responses)
         try:
-            result = await self._dispatch(grant, params.name, params.arguments or {}, approval)
+            result = await self._dispatch(access, params.name, params.arguments or {}, approval)
         except ConfirmRequired as pending:
             if _can_elicit_url(ctx):
                 if declined is not None:
@@ -221,18 +273,30 @@ class McpEndpoint:
             return _refusal(str(exc))
         except ToolError as exc:
             return _refusal(str(exc))
+        if result is None:
+            assert ctx.request is not None  # a request over HTTP: _access_of found its user
+            ctx.request.scope[_REVOKED_SCOPE_KEY] = True
+            return _refusal("This connection was revoked by the user.")
         return _result(result)
 
     async def _dispatch(
-        self, grant: grants.Grant, tool: str, args: Mapping[str, Any], approval: str | None
-    ) -> Result:
-        settings = self._settings
+        self, access: GrantToken, tool: str, args: Mapping[str, Any], approval: str | None
+    ) -> Result | None:
+        """The call run by dispatch as the grant's agent for its user; None if the grant
+        was revoked."""
+        settings, grant = self._settings, access.grant
         # The agent claims no user of its own: a call acts for the user whose session it
         # carries, the grant's. So dispatch does not look a read's session up before the
         # app runs; the app checks it in the thread hop the read has anyway.
         actor = Actor.agent(grant.agent)
         for attempt in (1, 2):
-            session = await self._session(grant, fresh=attempt == 2)
+            session = self._sessions.get(grant.id)
+            if session is None:
+                session = await threads.in_thread(grants.grant_session, settings.db, grant)
+                if session is None:
+                    self._bearer.forget(access)
+                    return None
+                self._sessions[grant.id] = session
             call = Call(
                 tool=tool,
                 args=args,
@@ -246,27 +310,17 @@ class McpEndpoint:
             except BadActor:  # a write whose session had ended
                 if attempt == 2:
                     raise
-                continue
-            if attempt == 2 or not _clears_cookie(result, self._cookie):
-                return result
-            # The app cleared the session cookie: the session had ended, so this read
-            # ran as nobody (a GET: nothing changed). Again, as the user, in a new one.
+            else:
+                if attempt == 2 or not _clears_cookie(result, self._cookie):
+                    return result
+                # The app cleared the session cookie: this read ran as nobody (a GET:
+                # nothing changed), and its answer is not given.
+            # The session had ended: the grant was revoked, or the user ended their
+            # sessions. A new one if the grant is live, and the call again.
+            if self._sessions.get(grant.id) == session:  # not another call's new one
+                del self._sessions[grant.id]
+            self._bearer.forget(access)
         raise AssertionError("unreachable")
-
-    async def _session(self, grant: grants.Grant, *, fresh: bool) -> str:
-        """A session of the grant's user for its calls, kept in this process's memory only.
-
-        A dispatched call carries the session of the user it acts for; a grant
-        has none of its own, so it gets one here (the table keeps its digest).
-        When the user's sessions were ended, the next call makes another.
-        """
-        session = self._sessions.get(grant.id)
-        if session is None or fresh:
-            session = await threads.in_thread(
-                create_session, self._settings.db, grant.user_id
-            )
-            self._sessions[grant.id] = session
-        return session
 
 
 def _clears_cookie(result: Result, cookie: str) -> bool:
@@ -274,11 +328,11 @@ def _clears_cookie(result: Result, cookie: str) -> bool:
     return any(value.startswith(cleared) for value in result.headers.getlist("set-cookie"))
 
 
-def _grant_of(ctx: ServerRequestContext[Any]) -> grants.Grant:
+def _access_of(ctx: ServerRequestContext[Any]) -> GrantToken:
     user = ctx.request.scope.get("user") if ctx.request is not None else None
     if not isinstance(user, AuthenticatedUser) or not isinstance(user.access_token, GrantToken):
         raise RuntimeError("an /mcp request reached a tool without a grant")
-    return user.access_token.grant
+    return user.access_token
 
 
 def _can_elicit_url(ctx: ServerRequestContext[Any]) -> bool:
@@ -382,7 +436,7 @@ def state_key(db: Database) -> bytes:
 
 
 def _principal(ctx: ServerRequestContext[Any]) -> str:
-    return _grant_of(ctx).id
+    return _access_of(ctx).grant.id
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

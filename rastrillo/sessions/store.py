@@ -86,7 +86,7 @@ def create_session(
         conn.execute(delete(sessions_table).where(_expired(t)))
         conn.execute(
             sessions_table.insert().values(
-                id_digest=_digest(session_id),
+                id_digest=session_digest(session_id),
                 user_id=str(user_id),
                 created=t,
                 expires=t + lifetime,
@@ -99,7 +99,7 @@ def create_session(
 
 def find_session(db: Database, session_id: str) -> Session | None:
     """The valid session with this id, its idle expiry moved forward; else None."""
-    digest = _digest(session_id)
+    digest = session_digest(session_id)
     t = db.clock.now()
     row = db.query_one(_FIND, digest=digest)
     if row is None:
@@ -130,7 +130,7 @@ _DELETE_IN = Prepared(
 def find_session_in(tx: DriverTransaction, t: datetime, session_id: str) -> Session | None:
     """:func:`find_session` as of ``t``, in the caller's write transaction (a tool call's
     session looked up in the transaction that uses its approval)."""
-    digest = _digest(session_id)
+    digest = session_digest(session_id)
     found = tx.run(_FIND_IN, digest=digest)
     if not found:
         return None
@@ -161,7 +161,7 @@ def _verdict(
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:
-        conn.execute(delete(sessions_table).where(_with_digest(_digest(session_id))))
+        conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
 
 
 def revoke_user(db: Database, user_id: str | int) -> int:
@@ -180,5 +180,6 @@ def _with_digest(digest: str) -> ColumnElement[bool]:
     return sessions_table.c.id_digest == digest
 
 
-def _digest(session_id: str) -> str:
+def session_digest(session_id: str) -> str:
+    """What the table keeps of a session id: its SHA-256 digest (a key for rows naming one)."""
     return hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()

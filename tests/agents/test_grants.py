@@ -10,6 +10,7 @@ import pytest
 
 from rastrillo.agents import grants
 from rastrillo.agents.grants import GrantError
+from rastrillo.sessions.store import create_session, find_session, revoke_user
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
 
@@ -166,6 +167,22 @@ def test_revocation_holds_on_the_next_call_and_only_for_the_owner(db):
     assert grants.revoke(db, grant.id) is False  # already revoked
     with pytest.raises(GrantError):
         grants.issue_tokens(db, grant.id)
+
+
+def test_revoking_a_grant_ends_the_sessions_of_its_calls_and_no_other(db):
+    grant, other = oauth_grant(db), oauth_grant(db, agent="other")
+    mine, theirs = grants.grant_session(db, grant), grants.grant_session(db, other)
+    browser = create_session(db, "3")
+    assert mine and theirs and all(find_session(db, s) for s in (mine, theirs, browser))
+    assert grants.revoke(db, grant.id)
+    assert find_session(db, mine) is None
+    assert find_session(db, theirs) is not None and find_session(db, browser) is not None
+    assert grants.grant_session(db, grant) is None  # and it leaves no session behind
+    assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 2
+    # The user ends every session: the links to them go when the next one is made.
+    revoke_user(db, "3")
+    assert grants.grant_session(db, other) is not None
+    assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_agent_sessions").n == 1
 
 
 def test_revoke_token_revokes_its_whole_grant(db):

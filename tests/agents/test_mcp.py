@@ -125,7 +125,8 @@ def test_list_read_write_approve_revoke(served, offer, revision):
             assert grants.revoke(db, grant.id, user_id="3")
             with pytest.raises(MCPError):
                 await client.call_tool("notes_get", {})
-            assert server.log.read_text().splitlines()[-1].endswith('"POST /mcp HTTP/1.1" 401')
+            posts = [line for line in server.log.read_text().splitlines() if "POST /mcp" in line]
+            assert posts[-1].endswith('"POST /mcp HTTP/1.1" 401')
 
     anyio.run(session)
     rows = [r for r in audit.latest(db, limit=50) if r.tool == "notes_post" and r.status == 201]

@@ -20,6 +20,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from rastrillo.agents import grants
 from rastrillo.storage import Database
 from tests.agents.mcp_app import Person, make_app
 from tests.support import Server, free_port
@@ -105,6 +106,46 @@ def test_a_token_for_one_agent_cannot_act_as_another(served):
         refused = s.call(claude, "notes_post", smuggled)["result"]
         assert refused["isError"] is True and "takes no arg" in text(refused)
     assert s.call(claude, "notes_post", {"body": "claude's note"})["result"]["isError"] is False
+
+
+def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served):
+    """The server checked the token a moment ago; revoked from another process, the next
+    tool call, read or write, is a 401 and runs nothing; the user's own sessions live on."""
+    s = served
+    token = s.alice.token("revoked")
+    statuses: list[int] = []
+
+    async def note(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    async def session() -> None:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  event_hooks={"response": [note]})
+        async with http, Client(streamable_http_client(s.url, http_client=http),
+                                mode="2026-07-28", elicitation_callback=_never) as client:
+            assert not (await client.call_tool("notes_get", {})).is_error
+            [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == "revoked"]
+            assert grants.revoke(s.db, grant.id, user_id="3")
+            for name, arguments in (("notes_post", {"body": "after revoke"}),
+                                    ("notes_get", {}), ("notes_get", {})):
+                with pytest.raises(MCPError):
+                    await client.call_tool(name, arguments)
+                assert statuses[-1] == 401
+
+    with s.alice.browser() as browser:
+        proposed = s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n
+        anyio.run(session)
+        assert s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n == proposed
+        assert ("3", "after revoke") not in s.notes()
+        assert browser.get("/notes").json()["user"] == "3"
+    # Any other request is checked in the store: a 401 with the resource metadata.
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    with httpx.Client(timeout=30) as http:
+        answer = http.post(s.url, json=body, headers=headers)
+    assert answer.status_code == 401
+    assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+    assert "resource_metadata=" in answer.headers["www-authenticate"]
 
 
 def modern(s: Served, token: str):
