@@ -290,8 +290,8 @@ class Database:
             except dialect.loaded_dbapi.Error as exc:
                 _rollback(raw)
                 gone = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
-                if gone:
-                    raw.invalidate(exc)
+                if gone:  # as SQLAlchemy's Connection does: retire every connection opened
+                    self.engine.pool._invalidate(raw, exc)  # before this one, and this one
                 raise DBAPIError.instance(
                     None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
                 ) from exc

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import Integer, event, literal_column, select, text
 from sqlalchemy.exc import DBAPIError
 
 import rastrillo
@@ -244,6 +244,30 @@ def test_a_connection_dropped_while_busy_fails_as_unavailable_and_the_pool_recov
         _backend(db)
     assert storage.is_unavailable(failed.value)  # served as 503, not 500
     # The failure retires every connection opened before it: the next reads all work.
+    assert not {_backend(db) for _ in range(3)} & backends
+    db.dispose()
+
+
+def test_a_driver_write_on_a_dropped_connection_fails_as_unavailable_and_the_pool_recovers(
+    pg_url, monkeypatch
+):
+    """``Database.driver_write`` (an approval's use, a session's lookup with it) fails as
+    a plain ``write`` does when the server dropped its connections: a 503, then recovery."""
+    monkeypatch.setattr(storage, "PING_AFTER_IDLE_SECONDS", 3600.0)  # in use all along
+    db = Database(pg_url)
+    held = [db.engine.connect() for _ in range(3)]
+    backends = {conn.execute(text("SELECT pg_backend_pid()")).scalar_one() for conn in held}
+    for conn in held:
+        conn.close()
+    for pid in backends:
+        _terminate(pg_url, pid)
+    alive = storage.Prepared(select(literal_column("1", Integer)))
+    with pytest.raises(DBAPIError) as failed, db.driver_write() as tx:
+        tx.run(alive)
+    assert storage.is_unavailable(failed.value)
+    for _ in range(3):
+        with db.driver_write() as tx:
+            assert tx.run(alive) == [(1,)]
     assert not {_backend(db) for _ in range(3)} & backends
     db.dispose()
 

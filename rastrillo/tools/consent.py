@@ -174,8 +174,11 @@ def _ask(
 
 # Each statement compiled once per database; values bound per call, at the driver's level.
 _COLUMNS = tuple(column.name for column in approvals_table.columns)
-_ASKED = ("id", "tool", "args", "sentence", "actor", "agent", "user_id", "digest", "status")
-_INSERT = Prepared(approvals_table.insert(), columns=(*_ASKED, "created_at", "expires_at"))
+_INSERT = Prepared(
+    approvals_table.insert(),
+    columns=[c for c in _COLUMNS if c not in ("decided_by", "decided_at", "used_at")],
+)
+"""A new pending approval: every column but the decision's and the use's."""
 _GET = select(approvals_table).where(approvals_table.c.id == bindparam("approval_id"))
 _DECIDE = Prepared(
     update(approvals_table)

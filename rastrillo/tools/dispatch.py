@@ -269,9 +269,9 @@ async def dispatch(
             )
 
         def check_write() -> ToolCallMarker | None:
-            """The write's user and consent (step 4 and 5), in one transaction: the
+            """The write's user and consent (steps 4 and 5), in one transaction: the
             marker the app then runs with, or None when refused (``write.failure`` says
-            why)."""
+            why, for dispatch to raise)."""
             nonlocal session, user_id, approval, approval_path
             assert write is not None
             try:
@@ -484,7 +484,7 @@ class _Write:
         self.user_id: str | None = None
         self.approval: Approval | None = None
         self.failure: Exception | None = None
-        """Why :meth:`check` refused, when the router ran it."""
+        """What :meth:`check` raised, kept for dispatch to raise: it may run in the router."""
 
     def check(self) -> None:
         """In one write transaction: the session's user, then the consent (step 5).
