@@ -198,7 +198,8 @@ def create_grant(
             "(up to 64, starting with a letter or digit)"
         )
     row = {
-        "id": secrets.token_urlsafe(16),
+        # Hex, so an id never starts with "-" and a terminal's `agents revoke <id>` takes it.
+        "id": secrets.token_hex(16),
         "user_id": str(user_id),
         "agent": agent,
         "client": _printable(client) or "unnamed client",

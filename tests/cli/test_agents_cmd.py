@@ -80,6 +80,13 @@ def test_revoking_an_unknown_or_revoked_grant_is_a_clear_error(app_dir: Path, db
     assert "already revoked" in capsys.readouterr().err
 
 
+def test_every_grant_id_can_be_typed_after_agents_revoke(app_dir: Path, db: Database):
+    # An id starting with "-" would read as an option: revoke could not be given it.
+    ids = [grants.create_grant(db, user_id="1", agent="desk", client="c").id for _ in range(200)]
+    assert not [grant_id for grant_id in ids if not grant_id[0].isalnum()]
+    assert main(["agents", "revoke", ids[0], "--app", str(app_dir)]) == 0
+
+
 def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Database, capsys):
     grants.create_grant(db, user_id="1\n\x1b]0;owned\x07", agent="desk", client="Claude")
     assert main(["agents", "list", "--app", str(app_dir)]) == 0
