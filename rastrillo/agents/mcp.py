@@ -26,6 +26,7 @@ arguments once approved; the identical call then redeems the approval (see
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -79,6 +80,9 @@ APPROVAL_META = "rastrillo/approval"
 _ELICITATION_KEY = "approval"
 _STATE_KEY = "mcp-request-state"
 _REVOKED_SCOPE_KEY = "rastrillo.mcp.revoked"
+_TOOL_CALL_SCOPE_KEY = "rastrillo.mcp.tool_call"
+"""True when the request's body is one ``tools/call`` (:func:`_read_ahead`)."""
+_READ_AHEAD = 64 * 1024
 _RECHECK = timedelta(minutes=1)
 _MAX_CHECKED = 10_000
 
@@ -103,8 +107,7 @@ class _GrantBackend(AuthenticationBackend):
     """The bearer check of ``/mcp``: ``Authorization: Bearer <token>`` to its grant.
 
     The grant store is read, in a worker thread, for every request but a tool
-    call. A tool call (which a 2026-07-28 client names in its ``Mcp-Method``
-    header, and the SDK holds the header to the body) may use a token this
+    call (:data:`_TOOL_CALL_SCOPE_KEY`). A tool call may use a token this
     process checked in the last minute, until its expiry: a revocation since
     then shows in the session check the call makes anyway, before the app
     runs, in the thread hop the call has for its handler, since revoking a
@@ -121,7 +124,7 @@ class _GrantBackend(AuthenticationBackend):
         scheme, _, token = conn.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             return None
-        access = await self._access(token, tool_call=conn.headers.get("mcp-method") == "tools/call")
+        access = await self._access(token, tool_call=conn.scope.get(_TOOL_CALL_SCOPE_KEY, False))
         return None if access is None else (AuthCredentials([]), AuthenticatedUser(access))
 
     async def _access(self, token: str, *, tool_call: bool) -> GrantToken | None:
@@ -225,6 +228,8 @@ class McpEndpoint:
                 scope, receive, send
             )
             return
+        if scope["method"] == "POST" and _header(scope, b"authorization") is not None:
+            scope[_TOOL_CALL_SCOPE_KEY], receive = await _read_ahead(receive)
 
         async def send_unless_revoked(message: Message) -> None:
             if not scope.get(_REVOKED_SCOPE_KEY):
@@ -437,6 +442,32 @@ def state_key(db: Database) -> bytes:
 
 def _principal(ctx: ServerRequestContext[Any]) -> str:
     return _access_of(ctx).grant.id
+
+
+async def _read_ahead(receive: Receive) -> tuple[bool, Receive]:
+    """Whether the body is one ``tools/call``, read ahead up to 64 KiB; and a ``receive``
+    that gives the SDK the same body again."""
+    read: list[Message] = []
+    size, more = 0, True
+    while more and size <= _READ_AHEAD:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    tool_call = False
+    if not more:
+        try:
+            body = json.loads(b"".join(m.get("body", b"") for m in read))
+        except (ValueError, RecursionError):
+            body = None
+        tool_call = isinstance(body, dict) and body.get("method") == "tools/call"
+
+    async def replay() -> Message:
+        return read.pop(0) if read else await receive()
+
+    return tool_call, replay
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -108,11 +108,12 @@ def test_a_token_for_one_agent_cannot_act_as_another(served):
     assert s.call(claude, "notes_post", {"body": "claude's note"})["result"]["isError"] is False
 
 
-def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served):
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, mode):
     """The server checked the token a moment ago; revoked from another process, the next
     tool call, read or write, is a 401 and runs nothing; the user's own sessions live on."""
     s = served
-    token = s.alice.token("revoked")
+    token = s.alice.token(f"revoked-{mode}")
     statuses: list[int] = []
 
     async def note(response: httpx2.Response) -> None:
@@ -122,9 +123,9 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served):
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
                                   event_hooks={"response": [note]})
         async with http, Client(streamable_http_client(s.url, http_client=http),
-                                mode="2026-07-28", elicitation_callback=_never) as client:
+                                mode=mode, elicitation_callback=_never) as client:
             assert not (await client.call_tool("notes_get", {})).is_error
-            [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == "revoked"]
+            [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == f"revoked-{mode}"]
             assert grants.revoke(s.db, grant.id, user_id="3")
             for name, arguments in (("notes_post", {"body": "after revoke"}),
                                     ("notes_get", {}), ("notes_get", {})):
@@ -136,7 +137,7 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served):
         proposed = s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n
         anyio.run(session)
         assert s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n == proposed
-        assert ("3", "after revoke") not in s.notes()
+        assert ("3", "after revoke") not in s.notes()  # and no approval was asked
         assert browser.get("/notes").json()["user"] == "3"
     # Any other request is checked in the store: a 401 with the resource metadata.
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
@@ -146,6 +147,27 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served):
     assert answer.status_code == 401
     assert 'error="invalid_token"' in answer.headers["www-authenticate"]
     assert "resource_metadata=" in answer.headers["www-authenticate"]
+
+
+def test_a_body_read_ahead_for_the_token_check_reaches_the_sdk_whole(served):
+    """/mcp reads a POST's body ahead (up to 64 KiB) to tell a tool call; the SDK still gets
+    every byte, however the body is cut or however large it is."""
+    s = served
+    token = s.alice.token("big")
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "notes_id_get", "arguments": {"id": "9" * 100_000}}}
+    raw = json.dumps(body).encode()
+
+    def chunks():
+        for start in range(0, len(raw), 1000):
+            yield raw[start:start + 1000]
+
+    headers = {**HEADERS, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    with httpx.Client(timeout=30) as http:
+        for content in (raw, chunks()):
+            answer = http.post(s.url, content=content, headers=headers)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["id"] == 7 and "result" in answer.json()
 
 
 def modern(s: Served, token: str):
