@@ -14,7 +14,10 @@ Two requests, each answered by all four apps doing the same work through the sam
   with ``sync_to_thread=True``. Goals: Rastrillo >= 1.0 x Litestar and >= 1.2 x
   bare Starlette, p99 no worse than Litestar's.
 
-Served: each app under uvicorn, one worker (asyncio loop, h11), loaded by wrk
+Served: each app under uvicorn, one worker (asyncio loop, httptools: the parser uvicorn
+picks when it is installed, as with ``uvicorn[standard]``; Rastrillo through
+``rastrillo.serve.server_config``, as ``rastrillo serve`` serves it, with its connection
+limits; no access log for any of them), loaded by wrk
 (``-t1``) at 16 and 64 connections with p99 latency, and the server process's CPU
 time per request (from ``/proc``): on a machine shared with other work, requests
 per second follow the share of the cores the server is given, CPU per request
@@ -211,16 +214,26 @@ def build_app(kind: str, db: str) -> Any:
 def serve(kind: str, port: int, db: str) -> None:
     import uvicorn
 
-    uvicorn.run(
-        build_app(kind, db),
-        host="127.0.0.1",
-        port=port,
-        access_log=False,
-        log_level="warning",
-        lifespan="off",
-        loop="asyncio",
-        http="h11",
-    )
+    app = build_app(kind, db)
+    if kind == "rastrillo":
+        from rastrillo.serve import DrainingServer, server_config
+
+        # As `rastrillo serve` serves it: its httptools protocol with the connection limits.
+        config = server_config(app, host="127.0.0.1", port=port, loop="asyncio", access_log=False)
+        DrainingServer(config).run()
+        return
+    else:
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            access_log=False,
+            log_level="warning",
+            lifespan="off",
+            loop="asyncio",
+            http="httptools",
+        )
+    uvicorn.Server(config).run()
 
 
 def free_port() -> int:

@@ -189,14 +189,18 @@ class App:
             await self._lifespan(receive, send)
             return
         # A tool call goes to its tool's route only, never /mcp or a framework endpoint.
-        framework = scope["type"] == "http" and TOOL_CALL_SCOPE_KEY not in scope
-        if self._mcp is not None and framework and raw_path(scope) == MCP_PATH:
-            await self._mcp(scope, receive, send)
-            return
-        if framework and raw_path(scope) in self._mounted:
-            await self._mounted[raw_path(scope)].handle(scope, receive, send)
-            return
-        endpoint = self._endpoints.get(raw_path(scope)) if framework else None
+        if scope["type"] == "http" and TOOL_CALL_SCOPE_KEY not in scope:
+            path = raw_path(scope)
+            if self._mcp is not None and path == MCP_PATH:
+                await self._mcp(scope, receive, send)
+                return
+            mounted = self._mounted.get(path)
+            if mounted is not None:
+                await mounted.handle(scope, receive, send)
+                return
+            endpoint = self._endpoints.get(path)
+        else:
+            endpoint = None
         if endpoint is not None:
             response = await endpoint(Request(scope, receive))
             await response(scope, receive, send)

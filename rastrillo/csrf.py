@@ -86,7 +86,11 @@ class CSRFMiddleware:
         self.origin = canonical_origin(origin)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get(TOOL_CALL_SCOPE_KEY) is None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] not in SAFE_METHODS
+            and scope.get(TOOL_CALL_SCOPE_KEY) is None
+        ):
             reason = refusal(scope["method"], Headers(scope=scope), self.origin)
             if reason is not None:
                 client = (scope.get("client") or ("?", 0))[0]

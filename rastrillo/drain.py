@@ -17,8 +17,6 @@ whatever a handler does outside the database; a second signal exits at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -41,6 +39,19 @@ class _Request:
 _current: ContextVar[_Request | None] = ContextVar("rastrillo_drain_request", default=None)
 
 
+class _InRequest:
+    """``with``: the request's state set for the block (a class, not a generator: every
+    request enters one)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _current.set(_Request())
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+
 class Drain:
     """The write gate of one app's database: ``Database.write`` asks it before each write
     transaction and tells it after each commit."""
@@ -48,14 +59,9 @@ class Drain:
     def __init__(self) -> None:
         self.closing = threading.Event()
 
-    @contextmanager
-    def request(self) -> Iterator[None]:
+    def request(self) -> _InRequest:
         """Around one request's handler (the handler's threads inherit it)."""
-        token = _current.set(_Request())
-        try:
-            yield
-        finally:
-            _current.reset(token)
+        return _InRequest()
 
     def before_write(self) -> None:
         """Refuse the write of a request that has written nothing once draining ran out."""

@@ -39,9 +39,16 @@ class Route:
     handle: Handle = field(compare=False, repr=False)
     is_async: bool = field(init=False, compare=False, repr=False)
     """Whether calling ``handle`` gives a coroutine; decided once, not per request."""
+    params: tuple[tuple[int, str], ...] = field(init=False, compare=False, repr=False)
+    """The path's parameters as (segment index, name); found once, not per request."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", is_async_callable(self.handle))
+        parts = _split(self.path) or []
+        params = tuple(
+            (i, name) for i, part in enumerate(parts) if (name := param_name(part)) is not None
+        )
+        object.__setattr__(self, "params", params)
 
 
 def is_action_part(name: str) -> bool:
@@ -164,7 +171,7 @@ class Router:
         if route is None:
             return None
         assert segments is not None
-        return Match(route, _param_values(route.path, segments))
+        return Match(route, _param_values(route, segments))
 
     def allowed_methods(self, raw_path: str) -> list[str]:
         """The methods some route answers at this raw path, sorted; empty if none does."""
@@ -186,7 +193,7 @@ class Router:
         for name, seg in zip(names, segments, strict=True):
             if not seg or (param_name(name) is None and unquote(seg) != name):
                 return None
-        return Match(route, _param_values(route.path, segments))
+        return Match(route, _param_values(route, segments))
 
     def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
         if i == len(segments):
@@ -215,10 +222,5 @@ def _split(path: str) -> list[str] | None:
     return None if "" in segments else segments
 
 
-def _param_values(pattern: str, segments: list[str]) -> dict[str, str]:
-    names = _split(pattern) or []
-    return {
-        name: unquote(seg)
-        for part, seg in zip(names, segments, strict=True)
-        if (name := param_name(part)) is not None
-    }
+def _param_values(route: Route, segments: list[str]) -> dict[str, str]:
+    return {name: unquote(segments[i]) for i, name in route.params}

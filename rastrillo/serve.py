@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import re
@@ -193,8 +194,16 @@ def server_config(app: App, **listen: Any) -> uvicorn.Config:
 
 
 class DrainingServer(uvicorn.Server):
-    """Uvicorn's server that, once stopping has taken ``drain_timeout``, has the app refuse
-    the first write of every request still running (``Drain.close``)."""
+    """Uvicorn's server that freezes what start-up loaded out of the garbage collector's
+    way and, once stopping has taken ``drain_timeout``, has the app refuse the first write
+    of every request still running (``Drain.close``)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # What start-up loaded (the app, its libraries, their caches, some 100,000 objects)
+        # lives as long as the process: frozen, the collector's full passes skip it instead
+        # of stopping every request for tens of milliseconds to look it over again.
+        gc.freeze()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         app = self.config.app

@@ -1,5 +1,6 @@
 """`rastrillo.run`: serving on an address or a unix socket, usage errors, draining on SIGTERM."""
 
+import gc
 import signal
 import sqlite3
 import threading
@@ -8,6 +9,9 @@ import httpx
 import pytest
 
 from rastrillo import Options, run
+from rastrillo.app import App
+from rastrillo.loader import load_options
+from rastrillo.serve import DrainingServer, server_config
 from tests.support import Server, free_port, wait_until, write_app
 
 ACTIONS = {
@@ -156,3 +160,19 @@ def test_a_port_is_ascii_digits_only(addr: str) -> None:
     with pytest.raises(UsageError, match="--addr wants HOST:PORT"):
         split_addr(addr)
     assert split_addr("127.0.0.1:8080") == ("127.0.0.1", 8080)
+
+
+def test_serving_freezes_what_start_up_loaded_out_of_the_collectors_way(app_dir):
+    app = App(load_options(app_dir))
+    server = DrainingServer(server_config(app, host="127.0.0.1", port=free_port()))
+    gc.unfreeze()
+    serving = threading.Thread(target=server.run)
+    serving.start()
+    try:
+        wait_until(lambda: server.started)
+        assert gc.get_freeze_count() > 10_000  # the app and its libraries, not a handful
+        assert httpx.get(f"http://127.0.0.1:{server.config.port}/").text == "home"
+    finally:
+        server.should_exit = True
+        serving.join(timeout=30)
+        gc.unfreeze()

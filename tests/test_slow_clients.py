@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rastrillo.connections import MAX_HEAD_BYTES
 from tests.support import Server, free_port, write_app
 
 ACTIONS = {
@@ -107,3 +108,24 @@ def test_a_thousand_slow_clients_do_not_starve_a_quick_one(server: Server) -> No
     finally:
         for s in slow:
             s.close()
+
+
+def test_a_head_over_the_limit_is_answered_431_and_closed(server: Server) -> None:
+    with connect(server) as greedy:
+        # A little over the limit, in one send that the server reads whole: no byte is
+        # left unread when it closes, so its answer is not lost to a reset.
+        pads = "".join(f"X-Pad-{i}: {'x' * 1000}\r\n" for i in range(MAX_HEAD_BYTES // 1000 + 2))
+        greedy.sendall(f"GET / HTTP/1.1\r\nHost: x\r\n{pads}".encode())  # the head never ends
+        answer = b""
+        while chunk := greedy.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_head_with_a_browser_sized_cookie_is_served(server: Server) -> None:
+    cookie = "; ".join(f"c{i}={'v' * 90}" for i in range(80))  # about 7.5 KB, as big sites send
+    with connect(server) as c:
+        c.sendall(f"GET / HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n".encode())
+        answer = read_response(c)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.endswith(b"home")

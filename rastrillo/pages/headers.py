@@ -15,7 +15,6 @@ where a header the app set itself is kept.
 
 from __future__ import annotations
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["FRAMEWORK_PREFIX", "HEADERS", "SecurityHeaders", "secured"]
@@ -32,16 +31,25 @@ HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
+_RAW = tuple((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in HEADERS)
+_NAMES = frozenset(name for name, _ in _RAW)
+
+
 def secured(send: Send, *, override: bool) -> Send:
     """``send`` that adds :data:`HEADERS` to the response; ``override`` replaces the
     app's own values of those headers, else they are kept."""
 
     async def send_secured(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = MutableHeaders(scope=message)
-            for name, value in HEADERS:
-                if override or name not in headers:
-                    headers[name] = value
+            # The raw list, not MutableHeaders: five lookups there are five scans of it.
+            headers = list(message.get("headers", ()))
+            if override:
+                headers = [h for h in headers if h[0].lower() not in _NAMES]
+                headers += _RAW
+            else:
+                present = {name.lower() for name, _ in headers}
+                headers += [h for h in _RAW if h[0] not in present]
+            message["headers"] = headers
         await send(message)
 
     return send_secured
