@@ -10,15 +10,15 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .actor import Actor, Approval
-    from .app import App, handler
-    from .context import Context
-    from .errors import ConfigError, GenerateError, RastrilloError
-    from .limits import body_limit
-    from .options import Options
-    from .registry.declare import Access, Arg, Tool, ToolDef, ToolRead, ToolWrite
-    from .registry.validate import ArgError
-    from .serve import run
+    from rastrillo.actor import Actor, Approval
+    from rastrillo.app import App, handler
+    from rastrillo.context import Context
+    from rastrillo.errors import ConfigError, GenerateError, RastrilloError
+    from rastrillo.limits import body_limit
+    from rastrillo.options import Options
+    from rastrillo.registry.declare import Access, Arg, Tool, ToolDef, ToolRead, ToolWrite
+    from rastrillo.registry.validate import ArgError
+    from rastrillo.serve import run
 
 __version__ = "0.1.0"
 

@@ -35,27 +35,27 @@ from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import limits, sessions, threads
-from .agents import MCP_PATH
-from .availability import UnavailableMiddleware, readiness, retryable, unavailable
-from .context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
-from .csrf import CSRFMiddleware, canonical_origin
-from .drain import Drain
-from .errors import ConfigError
-from .options import Options
-from .pages import console
-from .pages.agents import agents_routes
-from .pages.approvals import approval_routes
-from .pages.headers import SecurityHeaders
-from .registry.declare import ToolDef
-from .registry.validate import ArgError
-from .routing import Match, Route, Router
-from .sessions.middleware import RequestSession, pending_session
-from .sidecar import next_due_endpoint
-from .storage import Database
+from rastrillo import limits, sessions, threads
+from rastrillo.agents import MCP_PATH
+from rastrillo.availability import UnavailableMiddleware, readiness, retryable, unavailable
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
+from rastrillo.csrf import CSRFMiddleware, canonical_origin
+from rastrillo.drain import Drain
+from rastrillo.errors import ConfigError
+from rastrillo.options import Options
+from rastrillo.pages import console
+from rastrillo.pages.agents import agents_routes
+from rastrillo.pages.approvals import approval_routes
+from rastrillo.pages.headers import SecurityHeaders
+from rastrillo.registry.declare import ToolDef
+from rastrillo.registry.validate import ArgError
+from rastrillo.routing import Match, Route, Router
+from rastrillo.sessions.middleware import RequestSession, pending_session
+from rastrillo.sidecar import next_due_endpoint
+from rastrillo.storage import Database
 
 if TYPE_CHECKING:
-    from .agents.mcp import McpEndpoint
+    from rastrillo.agents.mcp import McpEndpoint
 
 log = logging.getLogger("rastrillo.app")
 
@@ -97,8 +97,8 @@ class App:
         self._mounted: dict[str, BaseRoute] = {}
         if options.mcp:
             framework_routes += agents_routes(self.origin + MCP_PATH)
-            from .agents.oauth import Authority
-            from .pages.authorize import authorize_routes
+            from rastrillo.agents.oauth import Authority
+            from rastrillo.pages.authorize import authorize_routes
 
             framework_routes += authorize_routes(self.origin, options.tools)
             self._mounted = {r.path: r for r in Authority(self.db, self.origin).routes()}
@@ -144,7 +144,7 @@ class App:
         if options.mcp:
             # Imported only here: the SDK takes a second to import, which an app
             # without MCP should not pay at every start.
-            from .agents.mcp import McpEndpoint
+            from rastrillo.agents.mcp import McpEndpoint
 
             self._mcp = McpEndpoint(
                 self,

@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import threads
-from .drain import ShuttingDown
-from .storage import Database, DatabaseUnavailable, is_unavailable
+from rastrillo import threads
+from rastrillo.drain import ShuttingDown
+from rastrillo.storage import Database, DatabaseUnavailable, is_unavailable
 
 __all__ = ["RETRY_AFTER", "UnavailableMiddleware", "readiness", "retryable", "unavailable"]
 

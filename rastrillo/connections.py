@@ -28,7 +28,7 @@ import resource
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .limits import Limits
+from rastrillo.limits import Limits
 
 __all__ = ["BACKLOG", "MAX_HEAD_BYTES", "fit_open_files", "protocol_class"]
 

@@ -10,16 +10,16 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from .actor import Actor
-from .errors import ConfigError
-from .registry.declare import ArgValue, ToolDef
-from .registry.validate import read_args
+from rastrillo.actor import Actor
+from rastrillo.errors import ConfigError
+from rastrillo.registry.declare import ArgValue, ToolDef
+from rastrillo.registry.validate import read_args
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from .options import Options
-    from .storage import Database
+    from rastrillo.options import Options
+    from rastrillo.storage import Database
 
 TOOL_CALL_SCOPE_KEY = "rastrillo.tool_call"
 """ASGI scope key of the in-process marker a dispatched tool call carries.

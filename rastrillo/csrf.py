@@ -22,8 +22,8 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .context import TOOL_CALL_SCOPE_KEY
-from .errors import ConfigError
+from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.errors import ConfigError
 
 log = logging.getLogger("rastrillo.csrf")
 

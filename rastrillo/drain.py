@@ -20,7 +20,7 @@ import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from .errors import RastrilloError
+from rastrillo.errors import RastrilloError
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "Drain", "ShuttingDown"]
 

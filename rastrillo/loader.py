@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .errors import ConfigError, RastrilloError
-from .options import Options
-from .routing import Handle
+from rastrillo.errors import ConfigError, RastrilloError
+from rastrillo.options import Options
+from rastrillo.routing import Handle
 
 
 def load_file(path: Path, kind: str) -> ModuleType:

@@ -14,18 +14,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import limits
-from .clock import SYSTEM_CLOCK, Clock
-from .drain import DEFAULT_DRAIN_TIMEOUT
-from .storage import POOL_SIZE, database_url
+from rastrillo import limits
+from rastrillo.clock import SYSTEM_CLOCK, Clock
+from rastrillo.drain import DEFAULT_DRAIN_TIMEOUT
+from rastrillo.storage import POOL_SIZE, database_url
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-    from .registry.declare import ToolDef
-    from .routing import Route
-    from .sidecar import Sidecar
-    from .storage import Database
+    from rastrillo.registry.declare import ToolDef
+    from rastrillo.routing import Route
+    from rastrillo.sidecar import Sidecar
+    from rastrillo.storage import Database
 
 __all__ = [
     "DEFAULT_ADDR",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .awaitable import is_async_callable
-from .errors import RastrilloError
+from rastrillo.awaitable import is_async_callable
+from rastrillo.errors import RastrilloError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _PARAM = re.compile(r"\[(.*)\]", re.DOTALL)

@@ -27,15 +27,15 @@ from typing import Any
 
 import uvicorn
 
-from .app import App
-from .connections import BACKLOG, fit_open_files, protocol_class
-from .errors import RastrilloError
-from .limits import Limits
-from .logs import configure_logging
-from .options import DEFAULT_ADDR, Options
-from .registry.validate import parse_int
-from .storage import Database, database_url
-from .workers import listen, supervise
+from rastrillo.app import App
+from rastrillo.connections import BACKLOG, fit_open_files, protocol_class
+from rastrillo.errors import RastrilloError
+from rastrillo.limits import Limits
+from rastrillo.logs import configure_logging
+from rastrillo.options import DEFAULT_ADDR, Options
+from rastrillo.registry.validate import parse_int
+from rastrillo.storage import Database, database_url
+from rastrillo.workers import listen, supervise
 
 log = logging.getLogger("rastrillo.serve")
 
@@ -128,7 +128,7 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if isinstance(parsed, SidecarArgs):
-            from .sidecar import run_sidecar
+            from rastrillo.sidecar import run_sidecar
 
             options = select_database(options, parsed.db)
             db = Database(options.database_url(), clock=options.clock)

@@ -62,8 +62,8 @@ from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeEngine
 
-from .clock import SYSTEM_CLOCK, Clock, as_instant
-from .errors import ConfigError, RastrilloError
+from rastrillo.clock import SYSTEM_CLOCK, Clock, as_instant
+from rastrillo.errors import ConfigError, RastrilloError
 
 
 class Instant(TypeDecorator[datetime]):

@@ -14,14 +14,14 @@ from pathlib import Path
 import uvicorn
 from starlette.testclient import TestClient
 
-from .actor import Actor
-from .app import App
-from .clock import as_instant
-from .loader import load_options
-from .options import Options
-from .sessions import cookie_name, create_session
-from .storage import Database
-from .tools import Call, ConfirmRequired, Result, dispatch_sync
+from rastrillo.actor import Actor
+from rastrillo.app import App
+from rastrillo.clock import as_instant
+from rastrillo.loader import load_options
+from rastrillo.options import Options
+from rastrillo.sessions import cookie_name, create_session
+from rastrillo.storage import Database
+from rastrillo.tools import Call, ConfirmRequired, Result, dispatch_sync
 
 
 class TestApp:

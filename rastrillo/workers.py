@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from .connections import BACKLOG
+from rastrillo.connections import BACKLOG
 
 log = logging.getLogger("rastrillo.workers")
 

@@ -78,9 +78,8 @@ from starlette.types import ASGIApp, Message
 
 from rastrillo import threads
 from rastrillo.actor import Actor
+from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.storage import METADATA, Database, Instant
-
-from . import MCP_PATH, RESOURCE_METADATA_PATH, grants
 
 __all__ = [
     "AUTHORIZE_PATH",

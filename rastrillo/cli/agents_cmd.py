@@ -13,12 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RastrilloError
-from ..visible import for_terminal
-from .audit_cmd import may_exist
+from rastrillo.cli.audit_cmd import may_exist
+from rastrillo.errors import RastrilloError
+from rastrillo.visible import for_terminal
 
 if TYPE_CHECKING:
-    from ..storage import Database
+    from rastrillo.storage import Database
 
 
 def add_agents_parser(sub: Any) -> None:
@@ -38,7 +38,7 @@ def add_agents_parser(sub: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ..agents import grants
+    from rastrillo.agents import grants
 
     with _grants_db(args.app) as db:
         rows = [] if db is None else grants.list_grants(db, args.user, include_revoked=args.all)
@@ -60,7 +60,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
-    from ..agents import grants
+    from rastrillo.agents import grants
 
     with _grants_db(args.app) as db:
         grant = None if db is None else grants.get_grant(db, args.grant)
@@ -78,9 +78,9 @@ def _grants_db(app_dir: Path) -> Iterator[Database | None]:
     """The app's database, or None when it (or its grants table) does not exist yet."""
     from sqlalchemy import inspect
 
-    from ..agents import grants
-    from ..loader import load_options
-    from ..storage import Database
+    from rastrillo.agents import grants
+    from rastrillo.loader import load_options
+    from rastrillo.storage import Database
     url = load_options(app_dir).database_url()
     if not may_exist(url):
         yield None

@@ -21,11 +21,11 @@ def add_audit_parser(sub: Any) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from ..loader import load_options
-    from ..serve import select_database
-    from ..storage import Database
-    from ..tools.audit import latest
-    from ..visible import for_terminal
+    from rastrillo.loader import load_options
+    from rastrillo.serve import select_database
+    from rastrillo.storage import Database
+    from rastrillo.tools.audit import latest
+    from rastrillo.visible import for_terminal
 
     url = select_database(load_options(args.app), args.db).database_url()
     rows = []

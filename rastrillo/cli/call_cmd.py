@@ -7,8 +7,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..errors import RastrilloError
-from ..visible import for_terminal
+from rastrillo.errors import RastrilloError
+from rastrillo.visible import for_terminal
 
 NEEDS_APPROVAL = 3
 """Exit status of ``tools call`` when the write waits for the user's approval."""
@@ -33,14 +33,14 @@ def add_call_parser(tsub: Any) -> None:
 
 
 def _call(args: argparse.Namespace) -> int:
-    from ..actor import Actor
-    from ..app import handler
-    from ..loader import load_options
-    from ..registry.validate import call_args as typed_args
-    from ..serve import select_database
-    from ..sessions.store import create_session, delete_session
-    from ..tools import Call, ConfirmRequired, dispatch_sync
-    from ..tools.audit import flush
+    from rastrillo.actor import Actor
+    from rastrillo.app import handler
+    from rastrillo.loader import load_options
+    from rastrillo.registry.validate import call_args as typed_args
+    from rastrillo.serve import select_database
+    from rastrillo.sessions.store import create_session, delete_session
+    from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
+    from rastrillo.tools.audit import flush
 
     options = select_database(load_options(args.app), args.db)
     app = handler(options)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from watchfiles import DefaultFilter, watch
 
-from ..errors import GenerateError
-from ..generate import generate
-from ..pages.console import DEV_ENV
+from rastrillo.errors import GenerateError
+from rastrillo.generate import generate
+from rastrillo.pages.console import DEV_ENV
 
 
 class _SourceFilter(DefaultFilter):

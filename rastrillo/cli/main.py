@@ -12,8 +12,8 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import GenerateError, RastrilloError
-from ..visible import for_terminal
+from rastrillo.errors import GenerateError, RastrilloError
+from rastrillo.visible import for_terminal
 
 _COMMANDS = ("new", "generate", "dev", "tools", "audit", "agents")
 
@@ -49,15 +49,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.set_defaults(func=_dev)
 
     if "tools" in wanted:
-        from .tools_cmd import add_tools_parser
+        from rastrillo.cli.tools_cmd import add_tools_parser
 
         add_tools_parser(sub)
     if "audit" in wanted:
-        from .audit_cmd import add_audit_parser
+        from rastrillo.cli.audit_cmd import add_audit_parser
 
         add_audit_parser(sub)
     if "agents" in wanted:
-        from .agents_cmd import add_agents_parser
+        from rastrillo.cli.agents_cmd import add_agents_parser
 
         add_agents_parser(sub)
     return parser
@@ -74,7 +74,7 @@ def _command(argv: Sequence[str]) -> str | None:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from .new import scaffold
+    from rastrillo.cli.new import scaffold
 
     target = scaffold(Path(args.name))
     print(f"created {target}\nnext: cd {target} && python app.py")
@@ -82,7 +82,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from ..generate import generate
+    from rastrillo.generate import generate
 
     changed = generate(args.dir, check=args.check)
     if args.check:
@@ -96,7 +96,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from .dev import run_dev
+    from rastrillo.cli.dev import run_dev
 
     return run_dev(args.dir, args.addr)
 

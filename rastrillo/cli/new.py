@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..errors import RastrilloError
-from ..generate import generate
+from rastrillo.errors import RastrilloError
+from rastrillo.generate import generate
 
 SCAFFOLD = Path(__file__).parent / "scaffold"
 

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..registry.schemas import FORMATS
-from ..visible import for_terminal
-from .call_cmd import add_call_parser
+from rastrillo.cli.call_cmd import add_call_parser
+from rastrillo.registry.schemas import FORMATS
+from rastrillo.visible import for_terminal
 
 
 def add_tools_parser(sub: Any) -> None:
@@ -28,7 +28,7 @@ def add_tools_parser(sub: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ..loader import load_options
+    from rastrillo.loader import load_options
 
     defs = load_options(args.app).tools
     if not defs:
@@ -42,8 +42,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _schemas(args: argparse.Namespace) -> int:
-    from ..loader import load_options
-    from ..registry.schemas import schemas_json
+    from rastrillo.loader import load_options
+    from rastrillo.registry.schemas import schemas_json
 
     print(schemas_json(load_options(args.app).tools, format=args.format))
     return 0

@@ -9,7 +9,7 @@ reported at once.
 
 from __future__ import annotations
 
-from .scan import ActionFile, scan_actions
-from .write import GEN_DIR, generate, render_gen
+from rastrillo.generate.scan import ActionFile, scan_actions
+from rastrillo.generate.write import GEN_DIR, generate, render_gen
 
 __all__ = ["GEN_DIR", "ActionFile", "generate", "render_gen", "scan_actions"]

@@ -9,9 +9,8 @@ from __future__ import annotations
 import ast
 
 from rastrillo.errors import Problem
+from rastrillo.generate.rules import Declared, Refuse, check_tool
 from rastrillo.registry.declare import ARG_KEYWORDS, Access, Arg, ToolDef, arg_problems, tool_id
-
-from .rules import Declared, Refuse, check_tool
 
 __all__ = ["read_tool"]
 

@@ -7,11 +7,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Problem
-from ..registry.declare import ToolDef
-from ..routing import RouteFileError, is_action_part, route_for_file, route_shape
-from .read import read_tool
-from .rules import check_registry
+from rastrillo.errors import Problem
+from rastrillo.generate.read import read_tool
+from rastrillo.generate.rules import check_registry
+from rastrillo.registry.declare import ToolDef
+from rastrillo.routing import RouteFileError, is_action_part, route_for_file, route_shape
 
 ACTIONS_DIR = "actions"
 

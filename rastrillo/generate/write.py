@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import GenerateError
-from .render import render_init_module, render_routes_module, render_tools_module
-from .scan import scan_actions
+from rastrillo.errors import GenerateError
+from rastrillo.generate.render import render_init_module, render_routes_module, render_tools_module
+from rastrillo.generate.scan import scan_actions
 
 GEN_DIR = "gen"
 

@@ -4,12 +4,23 @@ A session is a row in the app's database, so signing out and revoking are
 real: the cookie of a deleted row is worth nothing. See docs/sessions.md.
 """
 
-from ..options import RateLimit
-from .guard import require, requires_session, safe_next
-from .middleware import SESSION_SCOPE_KEY, SessionMiddleware, cookie_name, sign_in, sign_out
-from .passwords import check_password, hash_password, needs_rehash, verify_password
-from .store import create_session, revoke_user
-from .throttle import TooManyAttempts
+from rastrillo.options import RateLimit
+from rastrillo.sessions.guard import require, requires_session, safe_next
+from rastrillo.sessions.middleware import (
+    SESSION_SCOPE_KEY,
+    SessionMiddleware,
+    cookie_name,
+    sign_in,
+    sign_out,
+)
+from rastrillo.sessions.passwords import (
+    check_password,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from rastrillo.sessions.store import create_session, revoke_user
+from rastrillo.sessions.throttle import TooManyAttempts
 
 __all__ = [
     "SESSION_SCOPE_KEY",

@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from ..awaitable import is_async_callable
-from ..context import Context
+from rastrillo.awaitable import is_async_callable
+from rastrillo.context import Context
 
 H = TypeVar("H", bound=Callable[[Context], Any])
 

@@ -20,15 +20,21 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import threads
-from ..context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
-from ..errors import ConfigError
-from ..options import DEFAULT_SESSION_LIFETIME
-from ..storage import Database
-from .store import Session, create_session, delete_session, find_session, is_session_id
+from rastrillo import threads
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.errors import ConfigError
+from rastrillo.options import DEFAULT_SESSION_LIFETIME
+from rastrillo.sessions.store import (
+    Session,
+    create_session,
+    delete_session,
+    find_session,
+    is_session_id,
+)
+from rastrillo.storage import Database
 
 if TYPE_CHECKING:
-    from ..context import Context
+    from rastrillo.context import Context
 
 SESSION_SCOPE_KEY = "rastrillo.session_id"
 """ASGI scope key holding the current session's id (the cookie value), or None."""

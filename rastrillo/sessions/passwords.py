@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from . import throttle
+from rastrillo.sessions import throttle
 
 if TYPE_CHECKING:
-    from ..context import Context
+    from rastrillo.context import Context
 
 _hasher = PasswordHasher()
 

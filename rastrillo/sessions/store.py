@@ -28,8 +28,8 @@ from sqlalchemy import (
     update,
 )
 
-from ..options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
-from ..storage import METADATA, Database, DriverTransaction, Instant, Prepared
+from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
+from rastrillo.storage import METADATA, Database, DriverTransaction, Instant, Prepared
 
 sessions_table = Table(
     "rastrillo_sessions",

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
 
-from ..errors import RastrilloError
-from ..storage import METADATA, Database, Instant, serialize, upsert
+from rastrillo.errors import RastrilloError
+from rastrillo.storage import METADATA, Database, Instant, serialize, upsert
 
 attempts_table = Table(
     "rastrillo_sign_in_attempts",

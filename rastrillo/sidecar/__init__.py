@@ -12,12 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..clock import Clock, SystemClock
-from ..errors import ConfigError
-from ..logs import configure_logging
-from ..storage import Database
-from .lease import Lease, SidecarState, read_state, recorded_next_due
-from .loop import (
+from rastrillo.clock import Clock, SystemClock
+from rastrillo.errors import ConfigError
+from rastrillo.logs import configure_logging
+from rastrillo.sidecar.lease import Lease, SidecarState, read_state, recorded_next_due
+from rastrillo.sidecar.loop import (
     SHUTDOWN_GRACE,
     PassContext,
     PassFunction,
@@ -26,8 +25,9 @@ from .loop import (
     Sleeper,
     as_sidecar,
 )
-from .nextdue import next_due_endpoint
-from .planner import BACKOFF_CAP, BACKOFF_INITIAL, MIN_PASS_GAP, POLL_FLOOR
+from rastrillo.sidecar.nextdue import next_due_endpoint
+from rastrillo.sidecar.planner import BACKOFF_CAP, BACKOFF_INITIAL, MIN_PASS_GAP, POLL_FLOOR
+from rastrillo.storage import Database
 
 __all__ = [
     "BACKOFF_CAP",

@@ -43,7 +43,7 @@ from sqlalchemy import (
     select,
 )
 
-from ..storage import METADATA, Database, Instant, upsert
+from rastrillo.storage import METADATA, Database, Instant, upsert
 
 DEFAULT_NAME = "default"
 """The lease and state key of an app's sidecar; set another when two apps share a database."""

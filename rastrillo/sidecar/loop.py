@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..awaitable import is_async_callable
-from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConfigError
-from ..storage import Database, DatabaseUnavailable
-from .lease import DEFAULT_NAME, Lease, record_pass
-from .planner import BACKOFF_CAP, POLL_FLOOR, Streaks, Wake, plan_next
+from rastrillo.awaitable import is_async_callable
+from rastrillo.clock import SYSTEM_CLOCK, Clock
+from rastrillo.errors import ConfigError
+from rastrillo.sidecar.lease import DEFAULT_NAME, Lease, record_pass
+from rastrillo.sidecar.planner import BACKOFF_CAP, POLL_FLOOR, Streaks, Wake, plan_next
+from rastrillo.storage import Database, DatabaseUnavailable
 
 log = logging.getLogger("rastrillo.sidecar")
 

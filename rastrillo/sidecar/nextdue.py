@@ -22,14 +22,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from ..awaitable import is_async_callable
-from ..errors import ConfigError
-from .lease import recorded_next_due
-from .loop import Sidecar, as_sidecar
-from .planner import next_due_from
+from rastrillo.awaitable import is_async_callable
+from rastrillo.errors import ConfigError
+from rastrillo.sidecar.lease import recorded_next_due
+from rastrillo.sidecar.loop import Sidecar, as_sidecar
+from rastrillo.sidecar.planner import next_due_from
 
 if TYPE_CHECKING:
-    from ..storage import Database
+    from rastrillo.storage import Database
 
 TOKEN_ENV = "CARLOS_ADMIN_TOKEN"
 

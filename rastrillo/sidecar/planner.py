@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..clock import InstantError, as_instant
+from rastrillo.clock import InstantError, as_instant
 
 POLL_FLOOR = 60.0
 """Seconds to wait after a pass that reports nothing scheduled."""

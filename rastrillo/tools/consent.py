@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 _APPROVAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""What ``secrets.token_urlsafe`` makes; anything else is no approval, never a query."""
+"""An approval id (hex now; ``token_urlsafe`` text before); anything else is no approval,
+never a query."""
 APPROVAL_PATH = "/_rastrillo/approvals/"
 
 approvals_table = Table(
@@ -156,7 +157,8 @@ def _ask(
     wanted: str | None = None,
 ) -> ApprovalRecord:
     row = {
-        "id": secrets.token_urlsafe(24),
+        # Hex, so an id never starts with "-" and `rastrillo call --approval <id>` takes it.
+        "id": secrets.token_hex(24),
         "tool": tool,
         "args": json.dumps(dict(sorted(args.items())), ensure_ascii=False),
         "sentence": sentence,

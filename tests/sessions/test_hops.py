@@ -19,8 +19,7 @@ import rastrillo
 from rastrillo import sessions, threads
 from rastrillo.app import App
 from rastrillo.context import USER_SCOPE_KEY
-
-from .conftest import make_options
+from tests.sessions._sessions_app import make_options
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ import pytest
 from rastrillo import sessions
 from rastrillo.app import App
 from rastrillo.sessions import passwords
-
-from .conftest import PASSWORD, Clock
+from tests.sessions._sessions_app import PASSWORD, Clock
 
 Browser = Callable[[App], httpx.Client]
 LIMIT = sessions.RateLimit(per_account=3, per_address=6, window=timedelta(minutes=10))

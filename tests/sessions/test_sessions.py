@@ -14,8 +14,7 @@ from starlette.testclient import TestClient
 import rastrillo
 from rastrillo import sessions
 from rastrillo.app import App
-
-from .conftest import Clock, make_options
+from tests.sessions._sessions_app import Clock, make_options
 
 Browser = Callable[[App], httpx.Client]
 
@@ -174,7 +173,7 @@ def test_require_refuses_other_methods_with_403(app: App, browser: Browser) -> N
 def test_require_keeps_sync_and_async_handles_as_they_are() -> None:
     import inspect
 
-    from .conftest import private, private_post
+    from tests.sessions._sessions_app import private, private_post
 
     assert not inspect.iscoroutinefunction(private)
     assert inspect.iscoroutinefunction(private_post)

@@ -440,3 +440,14 @@ def test_a_proposal_is_one_transaction_with_its_session(f):
     transaction = seen[first : seen.index("COMMIT", first) + 1]
     assert [s.split()[0] for s in transaction] == ["BEGIN", "SELECT", "SELECT", "INSERT", "COMMIT"]
     assert len(f.ran("cancel")) == 0
+
+
+def test_every_approval_id_can_be_typed_after_approval_on_the_command_line(f):
+    # An id starting with "-" would read as an option: `tools call --approval <id>` failed.
+    ids = [
+        consent.request_approval(
+            f.app.db, tool="t", args={"n": n}, sentence="s", actor="agent:a", user_id="3"
+        ).id
+        for n in range(200)
+    ]
+    assert not [approval_id for approval_id in ids if not approval_id[0].isalnum()]
