@@ -99,16 +99,21 @@ grants_table = Table(
     Index("rastrillo_agent_grants_user", "user_id"),
 )
 
-tokens_table = Table(
-    "rastrillo_agent_tokens",
-    METADATA,
-    Column("digest", String(64), primary_key=True),
-    Column(
+def _grant_id() -> Column[str]:
+    """The grant a row belongs to; the row goes when its grant does."""
+    return Column(
         "grant_id",
         String(64),
         ForeignKey("rastrillo_agent_grants.id", ondelete="CASCADE"),
         nullable=False,
-    ),
+    )
+
+
+tokens_table = Table(
+    "rastrillo_agent_tokens",
+    METADATA,
+    Column("digest", String(64), primary_key=True),
+    _grant_id(),
     Column("kind", String(16), nullable=False),
     Column("created_at", Instant, nullable=False),
     Column("expires_at", Instant, nullable=False),
@@ -120,12 +125,7 @@ grant_sessions_table = Table(
     "rastrillo_agent_sessions",
     METADATA,
     Column("session_digest", String(64), primary_key=True),
-    Column(
-        "grant_id",
-        String(64),
-        ForeignKey("rastrillo_agent_grants.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    _grant_id(),
     Index("rastrillo_agent_sessions_grant", "grant_id"),
 )
 """The sessions made for a grant's calls (:func:`grant_session`): revoking it ends them."""
