@@ -300,7 +300,6 @@ class App:
             return PlainTextResponse("Internal Server Error", status_code=500)
         return response
 
-
     def _checked_handle(
         self,
         route: Route,

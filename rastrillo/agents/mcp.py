@@ -20,7 +20,7 @@ request state (sealed by the SDK, bound to this call and this grant) whose
 retry redeems the approval. Any other client gets an ``isError`` result that
 gives the sentence and the approval URL and says to call again with the same
 arguments once approved; the identical call then redeems the approval (see
-:func:`rastrillo.tools.consent.redeem_identical`).
+:func:`rastrillo.tools.consent.settle`).
 """
 
 from __future__ import annotations

@@ -42,8 +42,6 @@ __all__ = [
     "decide",
     "digest",
     "get",
-    "redeem",
-    "redeem_identical",
     "refuse",
     "request_approval",
     "settle",
@@ -277,72 +275,6 @@ def decide(
     raise ApprovalInvalid(approval_id, "expired" if state == "expired" else "decided")
 
 
-def redeem(
-    db: Database,
-    approval_id: str,
-    *,
-    tool: str,
-    args: Mapping[str, ArgValue],
-    actor: str,
-    user_id: str,
-    sentence: str,
-) -> Approval:
-    """Use an approval for the identical call, once; return who approved it and when.
-
-    The use is one statement, a conditional UPDATE of the approval bound to this
-    exact call (its digest), so of many concurrent redemptions exactly one
-    succeeds, in one short transaction. A refusal names the first difference
-    (tool, args, actor, user) or state (pending, declined, expired, used).
-    """
-    now = db.clock.now()
-    with db.driver_write() as tx:
-        won = settle(
-            tx,
-            now,
-            approval_id,
-            tool=tool,
-            args=args,
-            actor=actor,
-            user_id=user_id,
-            sentence=sentence,
-        )
-    if not isinstance(won, Approval):
-        refuse(
-            db,
-            approval_id,
-            now,
-            tool=tool,
-            args=args,
-            actor=actor,
-            user_id=user_id,
-            sentence=sentence,
-        )
-    return won
-
-
-def redeem_identical(
-    db: Database,
-    *,
-    tool: str,
-    args: Mapping[str, ArgValue],
-    actor: str,
-    user_id: str,
-    sentence: str,
-) -> Approval | ApprovalRecord | None:
-    """For a write called without an approval id: the approval the identical call already has.
-
-    An approved, unused, unexpired approval of the identical call (same tool,
-    args, actor, user and sentence) is used, once, as :func:`redeem` would: the
-    use is one conditional UPDATE, so of concurrent identical calls exactly one
-    wins it, and the others go on as if it did not exist. Else a pending,
-    unexpired one is returned as it is, so the call names it again instead of
-    asking the human twice. None when there is neither.
-    """
-    wanted = digest(tool, args, actor, user_id, sentence)
-    with db.driver_write() as tx:
-        return _use_identical(tx, db.clock.now(), wanted, user_id)
-
-
 def settle(
     tx: DriverTransaction,
     now: datetime,
@@ -358,10 +290,13 @@ def settle(
 ) -> Approval | ApprovalRecord | None:
     """A write's consent, in the caller's write transaction (with the session's lookup, say).
 
-    With ``approval_id``: its one use, as :func:`redeem` makes it, or None when it is
-    refused (:func:`refuse`, after the transaction, says why). Without: as
-    :func:`redeem_identical`, the identical call's approved approval used, or its pending
-    one; else a new pending one, as :func:`request_approval` records it.
+    With ``approval_id``: that approval's one use, a conditional UPDATE of the approval
+    bound to this exact call (its digest), approved, unused and unexpired, so of many
+    concurrent uses exactly one wins; None when it is refused (:func:`refuse`, after the
+    transaction, says why). Without: the identical call's approved approval (same tool,
+    args, actor, user and sentence) used once the same way, or else its pending one,
+    named again rather than asking the human twice; else a new pending one, as
+    :func:`request_approval` records it.
     """
     wanted = digest(tool, args, actor, user_id, sentence)
     if approval_id is None:
