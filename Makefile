@@ -14,14 +14,18 @@ UV := uv>=0.9,<1
 
 .PHONY: demo test check ts-sdk bench clean
 
-# uv installs the project: it downloads in parallel and compiles no bytecode up front
-# (only what runs gets compiled, on import), about 5 s where pip took about a minute.
-# The machine's pip puts uv into the venv (no ensurepip); pip is installed too, for
-# `.venv/bin/pip`.
+# Python caches bytecode here even where the environment sets PYTHONDONTWRITEBYTECODE:
+# the suite starts hundreds of Python processes, and each would otherwise compile the
+# framework again, and each pytest worker rewrite every test module again.
+unexport PYTHONDONTWRITEBYTECODE
+
+# uv installs the project: it downloads in parallel and compiles the bytecode on every
+# core, about 10 s where pip took about a minute. The machine's pip puts uv into the
+# venv (no ensurepip); pip is installed too, for `.venv/bin/pip`.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv --without-pip $(VENV)
 	python3 -m pip --python $(PY) install --quiet --disable-pip-version-check '$(UV)'
-	$(BIN)/uv pip install --quiet --python $(PY) pip -e '.[test]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(PY) pip -e '.[test]'
 	touch $@
 
 demo: $(VENV)/.installed
