@@ -145,8 +145,15 @@ class ToolCallMarker:
     """The call's session as the dispatcher found it (a write's), so the session
     middleware need not look it up again; None, and it looks it up as for a browser."""
     route: str | None = None
-    """The tool's route path (``/notes/{id}``): the router matches the request
-    against it alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    """The tool's route path (``/notes/{id}``): the router sends the request to that
+    route alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    params: Mapping[str, str] | None = None
+    """With ``route``: its path parameters' values, as dispatch put them in the path
+    (``ctx.params``); the router need not take them from the path again."""
+    session_id: str | None = None
+    """The session id the call presents (its session cookie's value), already known to be
+    one: the session middleware takes it from here rather than parse the cookie header.
+    None: the middleware reads the cookie, as for a browser's request."""
     args: Mapping[str, ArgValue | None] | None = None
     """Every declared arg's canonical value as dispatch checked it (None for an
     optional one left out): ``ctx.args`` of the request, which it then need not
@@ -228,7 +235,7 @@ async def _read(
         # hop a request has for it.
         session = await threads.in_thread(find_session, app.db, call.session)
     entry.user_id = _check_user(plan.defn, call, session)
-    marker = _marker(plan, call.actor, session, entry.user_id, None, values, texts)
+    marker = _marker(plan, call, session, entry.user_id, None, values, texts)
     result, resolved_user = await _run(app, plan, texts, call.session, marker)
     if session is None:
         entry.user_id = resolved_user
@@ -250,7 +257,12 @@ async def _write(
     if call.approval is not None and app.checks_in_handle(plan.defn):
         # The router checks it in the worker thread that then runs handle: one hop.
         sent = ToolCallMarker(
-            call.actor, route=plan.defn.path, form=_fields(plan, texts), check=write.checked
+            call.actor,
+            route=plan.defn.path,
+            params={name: texts[name] for name in plan.params},
+            session_id=call.session,
+            form=_fields(plan, texts),
+            check=write.checked,
         )
     else:
         # Checked before the app sees the request, in a worker-thread hop of its own.
@@ -312,7 +324,7 @@ class _Entry(audit.Entry):
 
 def _marker(
     plan: _Plan,
-    actor: Actor,
+    call: Call,
     session: Session | None,
     user_id: str | None,
     approval: Approval | None,
@@ -321,16 +333,20 @@ def _marker(
     handled: Callable[[object], None] | None = None,
 ) -> ToolCallMarker:
     """The marker a checked call is sent with: its actor acting for ``user_id`` (under
-    ``approval``, for a write), its route, its canonical args and its form fields."""
+    ``approval``, for a write), its route and path parameters, its session id, its
+    canonical args and its form fields."""
+    actor = call.actor
     if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
         actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
     return ToolCallMarker(
         actor,
         session,
-        plan.defn.path,
-        {name: values.get(name) for name in plan.names},
-        handled,
-        None if plan.in_query else _fields(plan, texts),
+        route=plan.defn.path,
+        params={name: texts[name] for name in plan.params},
+        session_id=call.session,
+        args={name: values.get(name) for name in plan.names},
+        handled=handled,
+        form=None if plan.in_query else _fields(plan, texts),
     )
 
 
@@ -530,7 +546,7 @@ class _Write:
         entry.approval_path = consent.approval_path(self.approval.id)
         return _marker(
             self.plan,
-            self.call.actor,
+            self.call,
             self.session,
             self.user_id,
             self.approval,
