@@ -203,10 +203,24 @@ async def dispatch(
         plan, values = _check_args(defs, call)
         _check_agent(call)
         texts = {name: wire(value) for name, value in values.items()}
+        session = None
+        write = None
         if plan.defn.access is Access.WRITE:
-            result = await _write(app, plan, call, values, texts, entry)
+            write = _Write(app, plan, call, values, texts, entry)
+            marker = await write.marker()
         else:
-            result = await _read(app, plan, call, values, texts, entry)
+            if call.session is not None and call.actor.user_id is not None:
+                # A claimed user is checked before the app runs. Otherwise a read's session
+                # is looked up by the session middleware, as a browser's is, in the one
+                # worker-thread hop a request has for it.
+                session = await threads.in_thread(find_session, app.db, call.session)
+            entry.user_id = _check_user(plan.defn, call, session)
+            marker = _marker(plan, call, session, entry.user_id, None, values, texts)
+        result, resolved_user = await _run(app, plan, texts, call.session, marker)
+        if write is not None and write.failure is not None:
+            raise write.failure  # the router checked it and ran nothing
+        if write is None and session is None:
+            entry.user_id = resolved_user
         entry.status = result.status
         return result
     except ToolError as exc:
@@ -217,64 +231,6 @@ async def dispatch(
             entry.record()  # queued for the background writer
         elif not entry.recorded:  # an approved write ran (an async handle, or it raised)
             await threads.in_thread(entry.record, True)  # on disk before we return
-
-
-async def _read(
-    app: Target,
-    plan: _Plan,
-    call: Call,
-    values: dict[str, ArgValue],
-    texts: dict[str, str],
-    entry: _Entry,
-) -> Result:
-    """A read: its claimed user checked, then sent with whatever session it carries."""
-    session = None
-    if call.session is not None and call.actor.user_id is not None:
-        # A claimed user is checked before the app runs. Otherwise a read's session is
-        # looked up by the session middleware, as a browser's is, in the one worker-thread
-        # hop a request has for it.
-        session = await threads.in_thread(find_session, app.db, call.session)
-    entry.user_id = _check_user(plan.defn, call, session)
-    marker = _marker(plan, call, session, entry.user_id, None, values, texts)
-    result, resolved_user = await _run(app, plan, texts, call.session, marker)
-    if session is None:
-        entry.user_id = resolved_user
-    return result
-
-
-async def _write(
-    app: Target,
-    plan: _Plan,
-    call: Call,
-    values: dict[str, ArgValue],
-    texts: dict[str, str],
-    entry: _Entry,
-) -> Result:
-    """A write: its user and consent checked (in the worker thread that runs ``handle``
-    when the router can), then sent with the approval on its actor."""
-    entry.approval_id = call.approval
-    write = _Write(app, plan, call, values, texts, entry)
-    if call.approval is not None and app.checks_in_handle(plan.defn):
-        # The router checks it in the worker thread that then runs handle: one hop.
-        sent = ToolCallMarker(
-            call.actor,
-            route=plan.defn.path,
-            params={name: texts[name] for name in plan.params},
-            session_id=call.session,
-            form=_fields(plan, texts),
-            check=write.checked,
-        )
-    else:
-        # Checked before the app sees the request, in a worker-thread hop of its own.
-        checked = await threads.in_thread(write.checked)
-        if checked is None:
-            assert write.failure is not None
-            raise write.failure
-        sent = checked
-    result, _ = await _run(app, plan, texts, call.session, sent)
-    if write.failure is not None:
-        raise write.failure  # the router checked it and ran nothing
-    return result
 
 
 class _Entry(audit.Entry):
@@ -529,6 +485,28 @@ class _Write:
         self.approval: Approval | None = None
         self.failure: Exception | None = None
         """What :meth:`check` raised, kept for dispatch to raise: it may run in the router."""
+
+    async def marker(self) -> ToolCallMarker:
+        """The marker the write is sent with. With an approval, to a sync ``handle`` with
+        nothing of the app's before it, the router checks it in the worker thread that then
+        runs ``handle``: one hop. Otherwise it is checked here, in a hop of its own, before
+        the app sees the request; a refusal is raised."""
+        call, plan, texts = self.call, self.plan, self.texts
+        self.entry.approval_id = call.approval
+        if call.approval is not None and self.app.checks_in_handle(self.defn):
+            return ToolCallMarker(
+                call.actor,
+                route=plan.defn.path,
+                params={name: texts[name] for name in plan.params},
+                session_id=call.session,
+                form=_fields(plan, texts),
+                check=self.checked,
+            )
+        checked = await threads.in_thread(self.checked)
+        if checked is None:
+            assert self.failure is not None
+            raise self.failure
+        return checked
 
     def checked(self) -> ToolCallMarker | None:
         """:meth:`check`, then the marker the app runs the write with; None when refused
