@@ -47,7 +47,6 @@ from sqlalchemy import (
     Row,
     String,
     Table,
-    TextClause,
     TypeDecorator,
     create_engine,
     event,
@@ -57,6 +56,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.engine.result import result_tuple
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -280,7 +280,7 @@ class Database:
         with self._write_lock:
             if self.gate is not None:
                 self.gate.before_write()
-            raw = self.engine.raw_connection()
+            raw = self._raw_connection()
             cursor = raw.cursor()
             try:
                 if self.is_sqlite:
@@ -289,12 +289,7 @@ class Database:
                 raw.commit()
             except dialect.loaded_dbapi.Error as exc:
                 _rollback(raw)
-                gone = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
-                if gone:  # as SQLAlchemy's Connection does: retire every connection opened
-                    self.engine.pool._invalidate(raw, exc)  # before this one, and this one
-                raise DBAPIError.instance(
-                    None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
-                ) from exc
+                raise self._driver_error(raw, cursor, exc, None, None) from exc
             except BaseException:
                 _rollback(raw)
                 raise
@@ -345,17 +340,87 @@ class Database:
             found = os.stat(self._file)
             self._file_identity = (found.st_dev, found.st_ino)
 
-    def query(self, sql: str | Executable, /, **params: Any) -> Sequence[Row[Any]]:
-        """Run one read query (SQL text or a built statement) and return all its rows."""
-        with self._one_statement.connect() as conn:
-            return conn.execute(_statement(sql), params).all()
+    def query(self, sql: str | Executable | Prepared, /, **params: Any) -> Sequence[Row[Any]]:
+        """Run one read query (SQL text, a built statement or a `Prepared` one) and return
+        all its rows."""
+        return self._one_read(sql, params, first=False)
 
-    def query_one(self, sql: str | Executable, /, **params: Any) -> Row[Any] | None:
-        """Run one read query (SQL text or a built statement) and return its first row, or
-        None. Like `query`, it sees every write committed before it, and on SQLite runs
-        with no transaction around it: a single statement reads one snapshot anyway."""
+    def query_one(self, sql: str | Executable | Prepared, /, **params: Any) -> Row[Any] | None:
+        """Run one read query (SQL text, a built statement or a `Prepared` one) and return its
+        first row, or None. Like `query`, it sees every write committed before it, and on
+        SQLite runs with no transaction around it: a single statement reads one snapshot
+        anyway."""
+        rows = self._one_read(sql, params, first=True)
+        return rows[0] if rows else None
+
+    def _one_read(
+        self, sql: str | Executable | Prepared, params: Mapping[str, Any], *, first: bool
+    ) -> Sequence[Row[Any]]:
+        prepared = _prepared(sql) if isinstance(sql, str) else sql
+        if self.is_sqlite and isinstance(prepared, Prepared):
+            # SQL text and `Prepared` statements, compiled once, go straight to the driver:
+            # SQLAlchemy's connection, events and result machinery cost several times what
+            # SQLite takes for a short SELECT. The rows are SQLAlchemy's `Row`s all the same.
+            rows = self._driver_read(prepared, params, first)
+            if rows is not None:
+                return rows
+        statement = prepared.statement if isinstance(prepared, Prepared) else prepared
         with self._one_statement.connect() as conn:
-            return conn.execute(_statement(sql), params).first()
+            result = conn.execute(statement, params)
+            if not first:
+                return result.all()
+            row = result.first()
+            return [] if row is None else [row]
+
+    def _driver_read(
+        self, prepared: Prepared, params: Mapping[str, Any], first: bool
+    ) -> list[Row[Any]] | None:
+        """The rows of one read at the driver's level; None for a statement SQLAlchemy must
+        run itself (a bind without a value: its error names it; an expanding bind)."""
+        form = prepared.form(self.engine.dialect)
+        if form.expands:
+            return None
+        try:
+            values = form.params(params)
+        except KeyError:
+            return None
+        raw = self._raw_connection()
+        cursor = raw.cursor()
+        try:
+            cursor.execute(form.sql, values)
+            found = cursor.fetchmany(1) if first else cursor.fetchall()
+            make_row = _row_maker(tuple(column[0] for column in cursor.description))
+        except self.engine.dialect.loaded_dbapi.Error as exc:
+            raise self._driver_error(raw, cursor, exc, form.sql, values) from exc
+        finally:
+            cursor.close()
+            raw.close()
+        return [make_row(form.row(raw_row)) for raw_row in found]
+
+    def _raw_connection(self) -> Any:
+        """A pooled connection at the driver's level; failing to open one raises what
+        SQLAlchemy's ``connect`` raises (a locked or unreachable database: a 503)."""
+        dialect = self.engine.dialect
+        try:
+            return self.engine.raw_connection()
+        except dialect.loaded_dbapi.Error as exc:
+            gone = dialect.is_disconnect(exc, None, None)
+            raise DBAPIError.instance(
+                None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
+            ) from exc
+
+    def _driver_error(
+        self, raw: Any, cursor: Any, exc: Exception, sql: str | None, values: Any
+    ) -> DBAPIError:
+        """A driver's error as SQLAlchemy's Connection raises it; a connection found gone
+        retires, as there, every connection opened before it and itself."""
+        dialect = self.engine.dialect
+        gone = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
+        if gone:
+            self.engine.pool._invalidate(raw, exc)
+        return DBAPIError.instance(
+            sql, values, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
+        )
 
     def execute(self, sql: str, /, **params: Any) -> int:
         """Run one write statement in its own transaction; returns rows affected."""
@@ -464,6 +529,8 @@ class _Form:
     """The positional parameters out of the binds by name (``order``'s, made once)."""
     converts_rows: bool
     """Some column of a row it returns needs a conversion."""
+    expands: bool
+    """A bind is expanded when the statement runs (``IN`` a list): only SQLAlchemy runs it."""
 
     @classmethod
     def of(cls, statement: Executable, dialect: Dialect, columns: Sequence[str] | None) -> _Form:
@@ -484,7 +551,8 @@ class _Form:
         pick = None
         if order:
             pick = (lambda binds: (binds[order[0]],)) if len(order) == 1 else itemgetter(*order)
-        return cls(compiled.string, order, fixed, convert, read, pick, any(read))
+        expands = bool(compiled.post_compile_params or compiled.literal_execute_params)
+        return cls(compiled.string, order, fixed, convert, read, pick, any(read), expands)
 
     def params(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
         merged = {**self.fixed, **values} if self.fixed else dict(values)
@@ -546,14 +614,16 @@ class DriverTransaction:
 
 
 @functools.lru_cache(maxsize=1024)
-def _text(sql: str) -> TextClause:
-    return text(sql)
-
-
-def _statement(sql: str | Executable) -> Executable:
+def _prepared(sql: str) -> Prepared:
     """SQL text as a statement, made once per distinct text (parsing it for its binds
-    costs as much as a short SELECT); a built statement as it is."""
-    return _text(sql) if isinstance(sql, str) else sql
+    costs as much as a short SELECT)."""
+    return Prepared(text(sql))
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_maker(keys: tuple[str, ...]) -> Callable[[Iterable[Any]], Row[Any]]:
+    """SQLAlchemy `Row`s with these column names, as its results make for SQL text."""
+    return result_tuple(keys)
 
 
 def serialize(conn: Connection, name: str) -> None:

@@ -4,16 +4,18 @@ session's row check.
 Starlette's ``run_in_threadpool`` goes through ``anyio.to_thread.run_sync``, whose
 capacity limiter, cancel scope and per-loop lookups cost about twice the CPU of the
 hand-off itself, and a ``concurrent.futures`` executor builds a lock-backed future per
-call; every signed-in request pays for one hop. Here a call is one tuple on a
-``SimpleQueue`` and its outcome one ``call_soon_threadsafe``, with what anyio
-guarantees kept: at most :data:`MAX_THREADS` threads, the caller's context variables
-seen in the thread, and a caller cancelled while its call is queued or running still
-waits for the call to end, so nothing a handler does outlives its request.
+call; every signed-in request pays for one hop. Here a call is one tuple put in the
+``SimpleQueue`` of the worker that became idle last (as anyio hands it to its last idle
+worker: one warm thread, not each in turn) and its outcome one ``call_soon_threadsafe``,
+with what anyio guarantees kept: at most :data:`MAX_THREADS` threads, the caller's
+context variables seen in the thread, and a caller cancelled while its call is queued or
+running still waits for the call to end, so nothing a handler does outlives its request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import os
@@ -45,16 +47,28 @@ class _Call:
         """Set when a caller cancelled before the end waits for the end."""
 
 
-_calls: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+class _Worker:
+    """One worker thread, handed calls one at a time through its own inbox."""
+
+    __slots__ = ("inbox",)
+
+    def __init__(self) -> None:
+        self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+
+
 _lock = threading.Lock()
-_idle = 0  # threads waiting for a call and not yet promised one
+_idle: list[_Worker] = []
+"""Workers waiting for a call, the one that became idle last at the end: it is handed the
+next call, so under light load one warm thread does the work, not each in turn."""
+_backlog: collections.deque[tuple[Any, ...]] = collections.deque()
+"""Calls waiting for a worker while all :data:`MAX_THREADS` are busy."""
 _threads = 0
 
 
 def _forget_threads() -> None:
     """In a forked child: the parent's threads are not there, so none is counted."""
-    global _calls, _lock, _idle, _threads
-    _calls, _lock, _idle, _threads = queue.SimpleQueue(), threading.Lock(), 0, 0
+    global _lock, _idle, _backlog, _threads
+    _lock, _idle, _backlog, _threads = threading.Lock(), [], collections.deque(), 0
 
 
 os.register_at_fork(after_in_child=_forget_threads)
@@ -62,16 +76,24 @@ os.register_at_fork(after_in_child=_forget_threads)
 
 async def in_thread(func: Callable[..., T], /, *args: Any) -> T:
     """``func(*args)`` run in a worker thread, in a copy of the caller's context."""
-    global _idle, _threads
+    global _threads
     loop = asyncio.get_running_loop()
     call = _Call(loop)
+    item = (loop, call, contextvars.copy_context(), func, args)
     with _lock:
         if _idle:
-            _idle -= 1
+            worker: _Worker | None = _idle.pop()
         elif _threads < MAX_THREADS:
             _threads += 1
-            threading.Thread(target=_work, name=f"rastrillo-{_threads}", daemon=True).start()
-    _calls.put((loop, call, contextvars.copy_context(), func, args))
+            worker = _Worker()
+            threading.Thread(
+                target=_work, args=(worker,), name=f"rastrillo-{_threads}", daemon=True
+            ).start()
+        else:
+            worker = None
+            _backlog.append(item)
+    if worker is not None:
+        worker.inbox.put(item)
     try:
         return await call.outcome
     except asyncio.CancelledError:
@@ -85,12 +107,19 @@ async def in_thread(func: Callable[..., T], /, *args: Any) -> T:
         raise
 
 
-def _work() -> None:
-    global _idle
+def _work(worker: _Worker) -> None:
+    item = worker.inbox.get()
     while True:
-        _run(*_calls.get())
+        loop, call, outcome = _run(*item)
+        # Idle (or given the oldest waiting call) before the caller hears of the end: its
+        # next call, often made at once, then finds this thread, not a new one.
         with _lock:
-            _idle += 1
+            waiting = _backlog.popleft() if _backlog else None
+            if waiting is None:
+                _idle.append(worker)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
+            loop.call_soon_threadsafe(_settle, call, *outcome)
+        item = waiting if waiting is not None else worker.inbox.get()
 
 
 def _run(
@@ -99,15 +128,12 @@ def _run(
     context: contextvars.Context,
     func: Callable[..., Any],
     args: tuple[Any, ...],
-) -> None:
+) -> tuple[asyncio.AbstractEventLoop, _Call, tuple[Any, BaseException | None]]:
     try:
         result = context.run(func, *args)
     except BaseException as exc:
-        outcome: tuple[Any, BaseException | None] = (None, exc)
-    else:
-        outcome = (result, None)
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
-        loop.call_soon_threadsafe(_settle, call, *outcome)
+        return loop, call, (None, exc)
+    return loop, call, (result, None)
 
 
 def _settle(call: _Call, result: Any, exc: BaseException | None) -> None:

@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, bindparam, event, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, StatementError
 
 from rastrillo.errors import ConfigError
-from rastrillo.storage import Database, DatabaseUnavailable, Instant, Prepared, split_sql
+from rastrillo.storage import (
+    Database,
+    DatabaseUnavailable,
+    Instant,
+    Prepared,
+    is_unavailable,
+    split_sql,
+)
 from rastrillo.testing import TestApp
 
 
@@ -282,17 +289,18 @@ def test_a_one_statement_read_on_sqlite_sends_only_its_statement_and_sees_every_
     """``query``/``query_one`` run with no BEGIN and ROLLBACK around them on SQLite (a single
     statement reads one snapshot anyway), yet see a row deleted a moment before by another
     connection: what a session's revocation relies on. ``read()`` keeps its transaction, so
-    several statements in it read one snapshot."""
+    several statements in it read one snapshot. What SQLite is sent is traced by SQLite."""
     db = Database(str(tmp_path / "app.db"))
+    sent: list[str] = []
+    event.listen(db.engine, "connect", lambda conn, _record: conn.set_trace_callback(sent.append))
     db.open()
     db.execute("CREATE TABLE grants (id INTEGER PRIMARY KEY)")
     db.execute("INSERT INTO grants (id) VALUES (1)")
-    sent: list[str] = []
-    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2].strip()))
+    sent.clear()
 
     assert db.query_one("SELECT id FROM grants WHERE id = :id", id=1) == (1,)
     assert [row.id for row in db.query("SELECT id FROM grants")] == [1]
-    assert sent == ["SELECT id FROM grants WHERE id = ?", "SELECT id FROM grants"]
+    assert sent == ["SELECT id FROM grants WHERE id = 1", "SELECT id FROM grants"]
 
     other = sqlite3.connect(tmp_path / "app.db")
     other.execute("DELETE FROM grants WHERE id = 1")
@@ -305,6 +313,7 @@ def test_a_one_statement_read_on_sqlite_sends_only_its_statement_and_sees_every_
         conn.exec_driver_sql("SELECT count(*) FROM grants")
         conn.exec_driver_sql("SELECT count(*) FROM grants")
     assert sent[0] == "BEGIN"
+    db.dispose()
 
 
 _NOTES = Table(
@@ -349,5 +358,68 @@ def test_a_driver_write_refuses_a_database_file_deleted_while_in_use(tmp_path):
         (tmp_path / "app.db").unlink()
         with pytest.raises(DatabaseUnavailable, match="deleted"), db.driver_write():
             pass
+    finally:
+        db.dispose()
+
+
+def test_query_rows_are_sqlalchemys_rows_with_instants_converted(db_url):
+    """SQL text, a `Prepared` statement and a built one give the same `Row`s on SQLite and
+    PostgreSQL: by position, by name, as a mapping, ``_asdict``; an `Instant` column read
+    back as an aware datetime; ``IN`` a list expanded; no row is ``[]`` / None."""
+    db = Database(db_url)
+    try:
+        with db.write() as conn:
+            _NOTES.create(conn)
+        at = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        with db.driver_write() as tx:
+            tx.run(_ADD, id=1, at=at)
+            tx.run(_ADD, id=2, at=at)
+        text_row = db.query_one("SELECT id, 'x' AS tag FROM driver_notes WHERE id = :id", id=2)
+        assert text_row == (2, "x") and text_row.tag == "x" and text_row._mapping["id"] == 2
+        assert text_row._asdict() == {"id": 2, "tag": "x"}
+        assert db.query_one(_AT, id=1).at == at
+        assert db.query_one(_AT.statement, id=1).at == at
+        assert db.query(_AT, id=3) == [] and db.query_one(_AT, id=3) is None
+        listed = select(_NOTES.c.id).where(_NOTES.c.id.in_(bindparam("ids", expanding=True)))
+        assert [row.id for row in db.query(Prepared(listed), ids=[1, 2])] == [1, 2]
+        assert db.query("SELECT id FROM driver_notes ORDER BY id") == [(1,), (2,)]
+    finally:
+        db.dispose()
+
+
+def test_a_failing_query_raises_sqlalchemys_errors(db_url):
+    """A bind given no value, SQL the database refuses: the errors SQLAlchemy's own
+    statements raise, naming the bind or the statement, and the pool still serves."""
+    db = Database(db_url)
+    try:
+        db.open()
+        with pytest.raises(StatementError, match="A value is required for bind parameter 'id'"):
+            db.query_one("SELECT :id AS id")
+        with pytest.raises(ProgrammingError if "postgresql" in db_url else OperationalError) as bad:
+            db.query("SELECT nothing FROM no_such_table")
+        assert "no_such_table" in str(bad.value)
+        assert db.query_one("SELECT 1 AS one").one == 1
+    finally:
+        db.dispose()
+
+
+def test_a_query_on_a_locked_sqlite_database_is_unavailable_not_an_error(tmp_path):
+    """A read that SQLite answers "locked" (an exclusive lock held elsewhere past the busy
+    timeout) raises what `is_unavailable` reads as a 503, as SQLAlchemy's statements do."""
+    db = Database(str(tmp_path / "app.db"))
+    event.listen(db.engine, "connect", lambda conn, _r: conn.execute("PRAGMA busy_timeout=50"))
+    try:
+        db.open()
+        db.execute("CREATE TABLE t (id INTEGER)")
+        db.engine.dispose()  # a new connection must read the file, which the holder locks
+        holder = sqlite3.connect(tmp_path / "app.db", isolation_level=None)
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("INSERT INTO t VALUES (1)")
+        with pytest.raises(OperationalError) as locked:
+            db.query("SELECT id FROM t")
+        assert is_unavailable(locked.value)
+        holder.rollback()
+        holder.close()
     finally:
         db.dispose()

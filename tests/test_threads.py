@@ -97,3 +97,13 @@ def test_a_forked_worker_process_starts_threads_of_its_own() -> None:
         os._exit(0 if asyncio.run(in_thread(lambda: 42)) == 42 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_calls_one_after_another_run_in_one_warm_thread() -> None:
+    """The worker that became idle last takes the next call (as anyio's pool does): under
+    light load one thread, its caches warm, serves every call, not each thread in turn."""
+
+    async def main() -> set[int]:
+        return {await in_thread(threading.get_ident) for _ in range(200)}
+
+    assert len(asyncio.run(main())) == 1

@@ -44,14 +44,16 @@ sessions_table = Table(
 )
 
 
-# Built once: a session is looked up on every request, and building the
-# statement costs more than running it.
-_FIND = select(
-    sessions_table.c.user_id,
-    sessions_table.c.expires,
-    sessions_table.c.idle_seconds,
-    sessions_table.c.idle_expires,
-).where(sessions_table.c.id_digest == bindparam("digest"))
+# Compiled once: a session is looked up on every request, and building and compiling
+# the statement costs more than running it.
+_FIND = Prepared(
+    select(
+        sessions_table.c.user_id,
+        sessions_table.c.expires,
+        sessions_table.c.idle_seconds,
+        sessions_table.c.idle_expires,
+    ).where(sessions_table.c.id_digest == bindparam("digest"))
+)
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,6 @@ def find_session(db: Database, session_id: str) -> Session | None:
     return Session(session_id, row.user_id)
 
 
-_FIND_IN = Prepared(_FIND)
 _TOUCH_IN = Prepared(
     update(sessions_table)
     .where(sessions_table.c.id_digest == bindparam("digest"))
@@ -131,7 +132,7 @@ def find_session_in(tx: DriverTransaction, t: datetime, session_id: str) -> Sess
     """:func:`find_session` as of ``t``, in the caller's write transaction (a tool call's
     session looked up in the transaction that uses its approval)."""
     digest = session_digest(session_id)
-    found = tx.run(_FIND_IN, digest=digest)
+    found = tx.run(_FIND, digest=digest)
     if not found:
         return None
     user_id, expires, idle_seconds, idle_expires = found[0]
