@@ -7,9 +7,10 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 EXAMPLES := $(wildcard examples/*/app.py)
 ADDR ?= 127.0.0.1:8000
-# The suite runs on every core (at most 4), each module's tests on one worker so they
-# share its module fixtures; `make test PYTEST_ARGS=` runs it in one process.
-PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadscope
+# The suite runs on 4 workers, each module's tests on one worker so they share its module
+# fixtures. 4 even on 2 cores: most tests wait on a server, Chromium or PostgreSQL, and a
+# worker uses about a sixth of a core. `make test PYTEST_ARGS=` runs it in one process.
+PYTEST_ARGS ?= -n 4 --dist loadscope
 UV := uv>=0.9,<1
 
 .PHONY: demo test check ts-sdk bench clean

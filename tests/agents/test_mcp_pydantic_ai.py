@@ -10,20 +10,6 @@ from __future__ import annotations
 import re
 
 import anyio
-from fastmcp import Client as FastMCPClient
-from fastmcp.client.transports import StreamableHttpTransport
-from pydantic_ai import Agent
-from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rastrillo.storage import Database
 from tests.agents.mcp_app import Person, make_app
@@ -32,6 +18,23 @@ WRITE = {"body": "from pydantic-ai"}
 
 
 def test_a_model_reads_then_writes_after_the_users_approval(tmp_path, serve):
+    # pydantic-ai and FastMCP are imported here: they take seconds to import, and every
+    # pytest worker imports this module to collect it.
+    from fastmcp import Client as FastMCPClient
+    from fastmcp.client.transports import StreamableHttpTransport
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        RetryPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
     app_dir = make_app(tmp_path / "app")
     server = serve(app_dir)
     db = Database(str(app_dir / "app.db"))

@@ -9,12 +9,12 @@ from __future__ import annotations
 import ast
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from ruff.__main__ import find_ruff_bin
 
 from rastrillo.generate import generate
 from rastrillo.generate.read import read_tool
@@ -239,6 +239,10 @@ def test_all_string_declarations_generate_the_same_gen_and_schemas() -> None:
     }
 
 
+# The ruff binary itself: `python -m ruff` would start an interpreter first, twice an example.
+RUFF = find_ruff_bin()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(args(), args())
 def test_typed_args_render_to_source_that_reads_back_and_stays_ruff_formatted(
@@ -265,9 +269,7 @@ def test_typed_args_render_to_source_that_reads_back_and_stays_ruff_formatted(
         ["check", "--isolated", "--select", "E,F,W,I,B,UP,SIM,RUF", "--ignore", "RUF001"],
         ["format", "--check", "--isolated"],
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, str(file)], capture_output=True, text=True
-        )
+        result = subprocess.run([RUFF, *command, str(file)], capture_output=True, text=True)
         assert result.returncode == 0, result.stdout + result.stderr + source
 
 

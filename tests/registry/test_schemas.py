@@ -17,13 +17,8 @@ import jsonschema
 import mcp_types
 import pydantic
 import pytest
-from anthropic.types import ToolParam
-from google.genai import types as genai
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai.lib._pydantic import _ensure_strict_json_schema
-from openai.types.chat import ChatCompletionFunctionToolParam
-from openai.types.responses import FunctionToolParam
 
 from rastrillo.generate.read import read_tool
 from rastrillo.registry.declare import Access, Arg, ToolDef, ToolRead, ToolWrite, tool_id
@@ -247,6 +242,8 @@ def check_input_schema(schema: dict[str, Any], defn: ToolDef, *, strict: bool = 
     validator = jsonschema.Draft202012Validator(schema)
     assert not validator.is_valid({"confirmed": True})
     if strict:
+        from openai.lib._pydantic import _ensure_strict_json_schema
+
         # What OpenAI's own SDK makes of a schema for strict mode changes nothing here.
         strict_form = _ensure_strict_json_schema(copy.deepcopy(schema), path=(), root={})
         if not schema["properties"]:
@@ -280,7 +277,13 @@ def check_description(description: str, defn: ToolDef) -> None:
     assert description.endswith(WRITE_SUFFIX) == (defn.access is Access.WRITE)
 
 
+# Each check imports its provider's SDK itself: together the SDKs take seconds to import,
+# and every pytest worker imports this module to collect it, most never running it.
+
+
 def check_anthropic(schema: dict[str, Any], defn: ToolDef) -> None:
+    from anthropic.types import ToolParam
+
     pydantic.TypeAdapter(ToolParam).validate_python(schema)
     assert set(schema) == {"name", "description", "input_schema"}
     assert ANTHROPIC_NAME.fullmatch(schema["name"])
@@ -289,6 +292,8 @@ def check_anthropic(schema: dict[str, Any], defn: ToolDef) -> None:
 
 
 def check_openai(schema: dict[str, Any], defn: ToolDef) -> None:
+    from openai.types.chat import ChatCompletionFunctionToolParam
+
     pydantic.TypeAdapter(ChatCompletionFunctionToolParam).validate_python(schema)
     assert set(schema) == {"type", "function"} and schema["type"] == "function"
     function = schema["function"]
@@ -299,6 +304,8 @@ def check_openai(schema: dict[str, Any], defn: ToolDef) -> None:
 
 
 def check_openai_responses(schema: dict[str, Any], defn: ToolDef) -> None:
+    from openai.types.responses import FunctionToolParam
+
     pydantic.TypeAdapter(FunctionToolParam).validate_python(schema)
     assert set(schema) == {"type", "name", "description", "parameters", "strict"}
     assert schema["type"] == "function" and schema["strict"] is True
@@ -308,6 +315,8 @@ def check_openai_responses(schema: dict[str, Any], defn: ToolDef) -> None:
 
 
 def check_gemini(schema: dict[str, Any], defn: ToolDef) -> None:
+    from google.genai import types as genai
+
     declaration = genai.FunctionDeclaration.model_validate(schema)  # unknown fields refused
     dumped = declaration.model_dump(by_alias=True, exclude_none=True, mode="json")
     for sub in walk(dumped["parameters"]) if "parameters" in dumped else ():
