@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -183,9 +184,11 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-def rastrillo_server(root: Path) -> tuple[subprocess.Popen, str, str]:
+def rastrillo_server(root: Path) -> tuple[subprocess.Popen, str, str, str]:
+    """The server, its base URL, an agent's token and a signed-in user's session cookie."""
     from rastrillo.agents import grants
     from rastrillo.generate import generate
+    from rastrillo.sessions import cookie_name, create_session
     from rastrillo.storage import Database
 
     port = free_port()
@@ -197,6 +200,7 @@ def rastrillo_server(root: Path) -> tuple[subprocess.Popen, str, str]:
     db = Database(str(root / "app.db"))
     db.open()
     _, token, _ = grants.personal_token(db, user_id="1", agent="bench")
+    cookie = f"{cookie_name(f'http://127.0.0.1:{port}')}={create_session(db, '1')}"
     db.dispose()
     code = textwrap.dedent(f"""
         import sys, uvicorn
@@ -209,7 +213,7 @@ def rastrillo_server(root: Path) -> tuple[subprocess.Popen, str, str]:
     process = subprocess.Popen([sys.executable, "-c", code], cwd=root)
     base = f"http://127.0.0.1:{port}"
     wait_up(base + "/healthz", process)
-    return process, base, token
+    return process, base, token, cookie
 
 
 def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
@@ -242,7 +246,7 @@ Call = Callable[[int], Awaitable[None]]
 async def mcp_caller(url: str, token: str | None, mode: str) -> AsyncIterator[Call]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers) as http:
-        client = Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
+        client = Client(streamable_http_client(url, http_client=http), mode=mode)
         async with client:
 
             async def call(i: int) -> None:
@@ -255,8 +259,9 @@ async def mcp_caller(url: str, token: str | None, mode: str) -> AsyncIterator[Ca
 
 
 @asynccontextmanager
-async def get_caller(base: str) -> AsyncIterator[Call]:
-    async with httpx2.AsyncClient(base_url=base) as http:
+async def get_caller(base: str, cookie: str | None = None) -> AsyncIterator[Call]:
+    headers = {"Cookie": cookie} if cookie else {}
+    async with httpx2.AsyncClient(base_url=base, headers=headers) as http:
 
         async def call(i: int) -> None:
             item = str(i % 100 + 1)
@@ -287,18 +292,22 @@ class Way:
 
 
 async def measure(ways: dict[str, Way], calls: int, rounds: int) -> None:
-    """Each round: every way's time per call, the ways taking turns call by call (so noise
-    from elsewhere on the machine hits all alike); then each way alone, for its CPU."""
+    """Each round: every way's time per call, the ways taking turns call by call in an order
+    shuffled at each turn (so noise from elsewhere on the machine, and what a server still
+    does after it answered, hits all alike); then each way alone, for its CPU."""
     async with AsyncExitStack() as stack:
         callers = {name: await stack.enter_async_context(way.caller())
                    for name, way in ways.items()}
         for i in range(20):  # warm up
             for call in callers.values():
                 await call(i)
+        shuffle = random.Random(13).shuffle
         for _ in range(rounds):
             times: dict[str, list[float]] = {name: [] for name in ways}
             for i in range(calls):
-                for name, call in callers.items():
+                turn = list(callers.items())
+                shuffle(turn)
+                for name, call in turn:
                     started = time.perf_counter()
                     await call(i)
                     times[name].append(time.perf_counter() - started)
@@ -324,7 +333,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "app").mkdir()
-        ours, base, token = rastrillo_server(root / "app")
+        ours, base, token, cookie = rastrillo_server(root / "app")
         theirs, fastapi_base = fastapi_server(root)
         canned, canned_base = canned_server(root)
         mcp, fastapi_mcp, floor_mcp = base + "/mcp", fastapi_base + "/mcp", canned_base + "/mcp"
@@ -333,6 +342,7 @@ def main() -> int:
             "rastrillo-mcp-2025": Way(ours, partial(mcp_caller, mcp, token, LEGACY)),
             "fastapi-mcp": Way(theirs, partial(mcp_caller, fastapi_mcp, None, LEGACY)),
             "plain-get": Way(ours, partial(get_caller, base)),
+            "plain-get-signed-in": Way(ours, partial(get_caller, base, cookie)),
             "floor-mcp": Way(canned, partial(mcp_caller, floor_mcp, None, MODERN)),
             "floor-mcp-2025": Way(canned, partial(mcp_caller, floor_mcp, None, LEGACY)),
             "floor-get": Way(canned, partial(get_caller, canned_base)),
@@ -344,7 +354,8 @@ def main() -> int:
                 process.terminate()
                 process.wait(10)
     floor = {"rastrillo-mcp": "floor-mcp", "rastrillo-mcp-2025": "floor-mcp-2025",
-             "fastapi-mcp": "floor-mcp-2025", "plain-get": "floor-get"}
+             "fastapi-mcp": "floor-mcp-2025", "plain-get": "floor-get",
+             "plain-get-signed-in": "floor-get"}
     wall = {name: ms(way.wall) for name, way in ways.items()}
     share = {name: wall[name] - wall[base_] for name, base_ in floor.items()}
     cpu = {name: ms(way.server_cpu) for name, way in ways.items()}
@@ -367,6 +378,9 @@ def main() -> int:
           f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
           f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
           f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms")
+    print("  of which being signed in (the session check a signed-in GET makes too): client sees "
+          f"{wall['plain-get-signed-in'] - wall['plain-get']:.3f} ms, server CPU "
+          f"{cpu['plain-get-signed-in'] - cpu['plain-get']:.3f} ms")
     return 0
 
 

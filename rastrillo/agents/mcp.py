@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -83,6 +84,7 @@ _REVOKED_SCOPE_KEY = "rastrillo.mcp.revoked"
 _TOOL_CALL_SCOPE_KEY = "rastrillo.mcp.tool_call"
 """True when the request's body is one ``tools/call`` (:func:`_read_ahead`)."""
 _READ_AHEAD = 64 * 1024
+_SDK_TRANSPORT_LOG = "mcp.server.streamable_http"
 _RECHECK = timedelta(minutes=1)
 _MAX_CHECKED = 10_000
 
@@ -206,6 +208,7 @@ class McpEndpoint:
         )
         self._unauthorized = protected
         self._started = False
+        logging.getLogger(_SDK_TRANSPORT_LOG).addFilter(_no_stateless_termination)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -468,6 +471,13 @@ async def _read_ahead(receive: Receive) -> tuple[bool, Receive]:
         return read.pop(0) if read else await receive()
 
     return tool_call, replay
+
+
+def _no_stateless_termination(record: logging.LogRecord) -> bool:
+    """Drops the SDK's INFO line "Terminating session: None", which its stateless transport
+    logs after every request of a handshake-era client: under `python app.py`'s INFO
+    logging, a line per tool call saying that a session that never was has ended."""
+    return record.getMessage() != "Terminating session: None"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
