@@ -182,11 +182,16 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
         options = load_options(TICKETS)
         app = handler(dataclasses.replace(options, db=str(tmp / "bench.db")))
         session = create_session(app.db, "1")
+        # The writes are user 2's: each adds an order, and user 1's read must do the same
+        # work in the last round as in the first.
+        writer = create_session(app.db, "2")
         app.db.execute("UPDATE events SET tickets_left = 100000000 WHERE id = 1")
         peer = Peer(tmp, app.db, calls // 10) if peers else None
         agent = Actor.agent("bench")
         marker = ToolCallMarker(Actor(human=False, name="bench", user_id="1"))
+        writer_marker = ToolCallMarker(Actor(human=False, name="bench", user_id="2"))
         cookie = f"{cookie_name(app.origin)}={session}".encode()
+        writer_cookie = f"{cookie_name(app.origin)}={writer}".encode()
         call = Call(tool=TOOL, args=ARGS, actor=agent, session=session)
 
         async def by_dispatch() -> object:
@@ -194,7 +199,9 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
             assert result.status == 200, result.text
             return result
 
-        async def asgi(method: str, path: str, query: bytes, body: bytes, headers: list) -> bytes:
+        async def asgi(
+            method: str, path: str, query: bytes, body: bytes, headers: list, writes: bool = False
+        ) -> bytes:
             scope = {
                 "type": "http",
                 "asgi": {"version": "3.0"},
@@ -205,10 +212,14 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
                 "raw_path": path.encode(),
                 "root_path": "",
                 "query_string": query,
-                "headers": [(b"host", b"127.0.0.1:8000"), (b"cookie", cookie), *headers],
+                "headers": [
+                    (b"host", b"127.0.0.1:8000"),
+                    (b"cookie", writer_cookie if writes else cookie),
+                    *headers,
+                ],
                 "client": None,
                 "server": ("127.0.0.1", 8000),
-                TOOL_CALL_SCOPE_KEY: marker,
+                TOOL_CALL_SCOPE_KEY: writer_marker if writes else marker,
             }
             status: list[int] = []
             chunks: list[bytes] = []
@@ -252,7 +263,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
             return None
 
         ways = {name: (nothing, _ignoring(one)) for name, one in reads.items()}
-        write = Call(tool=WRITE, args=WRITE_ARGS, actor=agent, session=session)
+        write = Call(tool=WRITE, args=WRITE_ARGS, actor=agent, session=writer)
         form = b"quantity=1"
         form_headers = [
             (b"content-type", b"application/x-www-form-urlencoded"),
@@ -268,7 +279,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
 
         async def approved() -> str:
             approval_id = await propose()
-            consent.decide(app.db, "1", approval_id, True)
+            consent.decide(app.db, "2", approval_id, True)
             return approval_id
 
         async def run_approved(approval_id: object) -> object:
@@ -281,7 +292,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
             return await run_approved(await approved())
 
         async def raw_write(_: object) -> object:
-            return await asgi("POST", WRITE_PATH, b"", form, form_headers)
+            return await asgi("POST", WRITE_PATH, b"", form, form_headers, writes=True)
 
         writes = {
             "approved write": (approved, run_approved),

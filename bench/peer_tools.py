@@ -4,7 +4,7 @@ Run by ``bench_dispatch.py`` with the Python of the bench-only venv that
 ``venvs.py`` makes (fastapi-mcp 0.4 needs ``mcp`` 1.x, the framework has 2.x),
 never imported by the framework. Both peers serve the tickets demo's
 ``orders_get`` (user 1's paid orders, newest first, with the event's name) and
-``events_id_buy_post`` (read event 1, hold one ticket of it with the same UPDATE
+``events_id_buy_post`` (read event 1, hold one ticket of it for user 2 with the same UPDATE
 and INSERT in one transaction, then read the order back), as JSON, on a copy of the bench's
 own SQLite database, through SQLAlchemy Core with the same SQL and the same
 connection settings. Neither peer checks a session or an approval: these are
@@ -103,7 +103,7 @@ def main() -> None:
             order_id = conn.execute(
                 text(INSERT),
                 {
-                    "user": 1,
+                    "user": 2,  # as the bench's writes: user 1's read stays the same work
                     "event": event_id,
                     "n": quantity,
                     "created": created.isoformat(),
@@ -111,7 +111,7 @@ def main() -> None:
                 },
             ).scalar_one()
         with engine.connect() as conn:
-            row = conn.execute(text(ORDER), {"id": order_id, "user": 1}).first()
+            row = conn.execute(text(ORDER), {"id": order_id, "user": 2}).first()
         return {"order": dict(row._mapping)}
 
     api = FastAPI()

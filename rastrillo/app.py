@@ -233,14 +233,15 @@ class App:
         if scope["type"] != "http":
             return
         path = raw_path(scope)
-        tool_route = getattr(scope.get(TOOL_CALL_SCOPE_KEY), "route", None)
+        marker = scope.get(TOOL_CALL_SCOPE_KEY)
+        tool_route = getattr(marker, "route", None)
         if tool_route is None and self._static is not None and path.startswith(STATIC_PREFIX):
             await self._static(scope, receive, send)
             return
         if tool_route is None:
             found = self.router.match(scope["method"], path)
         else:
-            found = self.router.match_route(scope["method"], tool_route, path)
+            found = self.router.match_route(scope["method"], tool_route, marker.params or {})
         if found is not None:
             response: Response = await self._call(found, scope, receive)
         elif tool_route is None and (allowed := self.router.allowed_methods(path)):

@@ -179,21 +179,22 @@ class Router:
         node = None if segments is None else self._find(self._root, segments, 0)
         return [] if node is None else sorted(node.routes)
 
-    def match_route(self, method: str, pattern: str, raw_path: str) -> Match | None:
-        """The route ``pattern`` itself, if ``raw_path`` fits it segment for segment.
+    def match_route(self, method: str, pattern: str, params: Mapping[str, str]) -> Match | None:
+        """The route ``pattern`` itself, with ``params`` as its parameters' values.
 
-        For a dispatched tool call: it must reach exactly its tool's route, never
-        a literal sibling (``/notes/export`` for ``/notes/{id}`` with id ``export``).
+        For a dispatched tool call: it reaches exactly its tool's route, never a
+        literal sibling (``/notes/export`` for ``/notes/{id}`` with id ``export``),
+        and its parameters are the values dispatch put in the path, not read back
+        from it. None when there is no such route, or ``params`` are not exactly its
+        parameters, each a non-empty value.
         """
         route = self._routes.get(("GET" if method == "HEAD" else method, pattern))
-        segments = _split(raw_path)
-        names = _split(pattern)
-        if route is None or segments is None or names is None or len(segments) != len(names):
+        if route is None or len(params) != len(route.params):
             return None
-        for name, seg in zip(names, segments, strict=True):
-            if not seg or (param_name(name) is None and unquote(seg) != name):
+        for _, name in route.params:
+            if not params.get(name):
                 return None
-        return Match(route, _param_values(route, segments))
+        return Match(route, dict(params))
 
     def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
         if i == len(segments):

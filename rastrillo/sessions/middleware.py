@@ -127,10 +127,11 @@ class SessionMiddleware:
         await self.app(scope, receive, send_with_cookie)
 
     async def _resolve(self, scope: Scope) -> RequestSession:
-        presented = _cookie(scope, self.cookie)
+        marker = scope.get(TOOL_CALL_SCOPE_KEY)
+        presented = getattr(marker, "session_id", None) or _cookie(scope, self.cookie)
         if presented is None:
             return RequestSession(self, None, None)
-        resolved = getattr(scope.get(TOOL_CALL_SCOPE_KEY), "session", None)
+        resolved = getattr(marker, "session", None)
         if resolved is not None and resolved.id == presented:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)

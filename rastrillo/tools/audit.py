@@ -36,7 +36,7 @@ from rastrillo.actor import Approval, describe
 from rastrillo.errors import RastrilloError
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
-__all__ = ["AuditNotWritten", "AuditRecord", "append", "flush", "latest", "shutdown"]
+__all__ = ["AuditNotWritten", "AuditRecord", "Entry", "append", "flush", "latest", "shutdown"]
 
 log = logging.getLogger("rastrillo.tools.audit")
 
@@ -108,25 +108,54 @@ class AuditRecord:
         )
 
 
-def append(
-    db: Database,
-    *,
-    call_id: Any,
-    tool: Any,
-    actor: Any,
-    user_id: str | None,
-    args: Mapping[Any, Any],
-    approval: Approval | None,
-    approval_id: Any,
-    status: int | None,
-    refusal: str | None,
-    duration_ms: float,
-    client: str | None = None,
-    durable: bool = False,
-    agent: str | None = None,
-    approval_path: str | None = None,
-    refusal_kind: str | None = None,
-) -> None:
+class Entry:
+    """One call's row in the making, filled in as the call goes, then given to :func:`append`.
+
+    A value for each column but ``at`` (the time it is appended) and
+    ``approved_by``/``approved_at``, which come from ``approval``, the approval a
+    write ran under. Any value is taken, whatever it holds: see :func:`append`.
+    """
+
+    __slots__ = (
+        "actor",
+        "agent",
+        "approval",
+        "approval_id",
+        "approval_path",
+        "args",
+        "call_id",
+        "client",
+        "duration_ms",
+        "refusal",
+        "refusal_kind",
+        "status",
+        "tool",
+        "user_id",
+    )
+
+    def __init__(
+        self,
+        call_id: object,
+        tool: object,
+        actor: object,
+        args: Mapping[Any, Any],
+        *,
+        agent: str | None = None,
+        client: str | None = None,
+    ) -> None:
+        self.call_id, self.tool, self.actor, self.args = call_id, tool, actor, args
+        self.agent, self.client = agent, client
+        self.user_id: str | None = None
+        self.approval: Approval | None = None
+        self.approval_id: object = None
+        self.approval_path: str | None = None
+        self.status: int | None = None
+        self.refusal_kind: str | None = None
+        self.refusal: str | None = None
+        self.duration_ms = 0.0
+
+
+def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     """Record one call, whatever it held: never refused for its content.
 
     Every text is made storable on every database (by the thread that writes
@@ -135,23 +164,24 @@ def append(
     ``durable`` writes the row now, in the calling thread, waiting out a locked
     or unreachable database; otherwise it is queued for the background writer.
     """
+    approval = entry.approval
     row = (
         db.clock.now(),
-        call_id,
-        tool,
-        actor,
-        agent,
-        user_id,
-        dict(args),
-        approval_id,
-        approval_path,
+        entry.call_id,
+        entry.tool,
+        entry.actor,
+        entry.agent,
+        entry.user_id,
+        dict(entry.args),
+        entry.approval_id,
+        entry.approval_path,
         approval.approved_by if approval else None,
         approval.approved_at if approval else None,
-        status,
-        refusal_kind,
-        refusal,
-        client,
-        duration_ms,
+        entry.status,
+        entry.refusal_kind,
+        entry.refusal,
+        entry.client,
+        entry.duration_ms,
     )
     if durable:
         _insert(db, [row])
@@ -352,7 +382,7 @@ class _Writer:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._rows: list[_Row] = []
         self._batch: list[_Row] = []
         self._queued = 0

@@ -145,8 +145,15 @@ class ToolCallMarker:
     """The call's session as the dispatcher found it (a write's), so the session
     middleware need not look it up again; None, and it looks it up as for a browser."""
     route: str | None = None
-    """The tool's route path (``/notes/{id}``): the router matches the request
-    against it alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    """The tool's route path (``/notes/{id}``): the router sends the request to that
+    route alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    params: Mapping[str, str] | None = None
+    """With ``route``: its path parameters' values, as dispatch put them in the path
+    (``ctx.params``); the router need not take them from the path again."""
+    session_id: str | None = None
+    """The session id the call presents (its session cookie's value), already known to be
+    one: the session middleware takes it from here rather than parse the cookie header.
+    None: the middleware reads the cookie, as for a browser's request."""
     args: Mapping[str, ArgValue | None] | None = None
     """Every declared arg's canonical value as dispatch checked it (None for an
     optional one left out): ``ctx.args`` of the request, which it then need not
@@ -191,132 +198,117 @@ async def dispatch(
     write is committed before this returns.
     """
     defs, call = _registry_and_call(app, defs, call)
-    started = time.perf_counter()
-    call_id = call.call_id or f"{_RUN}-{next(_SEQUENCE)}"
-    user_id: str | None = None
-    approval: Approval | None = None
-    approval_id: object = None  # recorded for a write only: a read takes no approval
-    approval_path: str | None = None
-    status: int | None = None
-    refusal: str | None = None
-    refusal_kind: str | None = None
-    agent: str | None = None
-    recorded = False  # the approved write's row, written in the thread that ran handle
-
-    def record(durable: bool = False) -> None:
-        audit.append(
-            app.db,
-            call_id=call_id,
-            tool=call.tool,
-            actor=str(call.actor) if isinstance(call.actor, Actor) else call.actor,
-            user_id=user_id,
-            args=call.args if type(call.args) is dict or isinstance(call.args, Mapping) else {},
-            approval=approval,
-            approval_id=approval_id,
-            status=status,
-            refusal=refusal,
-            client=call.client if isinstance(call.client, str) else None,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            agent=agent if agent is not None else _agent_name(call.actor),
-            approval_path=approval_path,
-            refusal_kind=refusal_kind,
-            durable=durable,
-        )
-
-    def handled(response: object) -> None:
-        """In the worker thread that ran a sync ``handle``, with what it returned: the
-        approved write's audit row, on disk before the response leaves that thread."""
-        nonlocal status, recorded
-        status = response.status_code if isinstance(response, Response) else 500
-        try:
-            record(durable=True)
-        except Exception:
-            log.exception("audit row of %s not written after handle; writing it again", call_id)
-        else:
-            recorded = True
-
+    entry = _Entry(app.db, call)
     try:
-        defn, values = _check_args(defs, call)
+        plan, values = _check_args(defs, call)
         _check_agent(call)
-        agent = call.actor.name
         texts = {name: wire(value) for name, value in values.items()}
-        params = _path_params(defn.path)
-        fields = {k: v for k, v in sorted(texts.items()) if k not in params}
         session = None
-        write: _Write | None = None
-        if defn.access is Access.WRITE:
-            approval_id = call.approval
-            write = _Write(app, defn, call, values, texts)
-        elif call.session is not None and call.actor.user_id is not None:
-            # A claimed user is checked before the app runs. Otherwise a read's session
-            # is looked up by the session middleware, as a browser's is, in the one
-            # worker-thread hop a request has for it.
-            session = await threads.in_thread(find_session, app.db, call.session)
-        if write is None:
-            user_id = _check_user(defn, call, session)
-
-        def marker() -> ToolCallMarker:
-            actor = call.actor
-            if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
-                actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
-            return ToolCallMarker(
-                actor,
-                session,
-                defn.path,
-                {name: values.get(name) for name in defn.args},
-                handled if approval is not None else None,
-                None if defn.method in ("GET", "HEAD") else fields,
-            )
-
-        def check_write() -> ToolCallMarker | None:
-            """The write's user and consent (steps 4 and 5), in one transaction: the
-            marker the app then runs with, or None when refused (``write.failure`` says
-            why, for dispatch to raise)."""
-            nonlocal session, user_id, approval, approval_path
-            assert write is not None
-            try:
-                write.check()
-            except Exception as exc:
-                write.failure = exc
-                return None
-            finally:
-                session, user_id, approval = write.session, write.user_id, write.approval
-            assert approval is not None
-            approval_path = consent.approval_path(approval.id)
-            return marker()
-
-        if write is None:
-            sent = marker()
-        elif call.approval is not None and app.checks_in_handle(defn):
-            # The router checks it in the worker thread that then runs handle: one hop.
-            sent = ToolCallMarker(call.actor, route=defn.path, form=fields, check=check_write)
+        write = None
+        if plan.defn.access is Access.WRITE:
+            write = _Write(app, plan, call, values, texts, entry)
+            marker = await write.marker()
         else:
-            # Checked before the app sees the request, in a worker-thread hop of its own.
-            checked = await threads.in_thread(check_write)
-            if checked is None:
-                assert write.failure is not None
-                raise write.failure
-            sent = checked
-        result, resolved_user = await _run(app, defn, texts, fields, call.session, sent)
+            if call.session is not None and call.actor.user_id is not None:
+                # A claimed user is checked before the app runs. Otherwise a read's session
+                # is looked up by the session middleware, as a browser's is, in the one
+                # worker-thread hop a request has for it.
+                session = await threads.in_thread(find_session, app.db, call.session)
+            entry.user_id = _check_user(plan.defn, call, session)
+            marker = _marker(plan, call, session, entry.user_id, None, values, texts)
+        result, resolved_user = await _run(app, plan, texts, call.session, marker)
         if write is not None and write.failure is not None:
             raise write.failure  # the router checked it and ran nothing
-        if session is None:
-            user_id = resolved_user
-        status = result.status
+        if write is None and session is None:
+            entry.user_id = resolved_user
+        entry.status = result.status
         return result
-    except ConfirmRequired as exc:
-        refusal, refusal_kind = exc.audit_note, type(exc).__name__
-        approval_id = exc.approval_id
-        approval_path = consent.approval_path(exc.approval_id)
-        raise
     except ToolError as exc:
-        refusal, refusal_kind = exc.audit_note, type(exc).__name__
+        entry.refused(exc)
         raise
     finally:
-        if approval is None:
-            record()  # queued for the background writer
-        elif not recorded:  # an approved write ran (an async handle, or it raised)
-            await threads.in_thread(record, True)  # on disk before we return
+        if entry.approval is None:
+            entry.record()  # queued for the background writer
+        elif not entry.recorded:  # an approved write ran (an async handle, or it raised)
+            await threads.in_thread(entry.record, True)  # on disk before we return
+
+
+class _Entry(audit.Entry):
+    """The audit row of one dispatched call, filled in as the call goes."""
+
+    __slots__ = ("db", "recorded", "started")
+
+    def __init__(self, db: Database, call: Call) -> None:
+        actor, args = call.actor, call.args
+        # Whatever the call holds is recorded as it is (audit makes every text storable).
+        super().__init__(
+            call.call_id or f"{_RUN}-{next(_SEQUENCE)}",
+            call.tool,
+            str(actor) if isinstance(actor, Actor) else actor,
+            args if isinstance(args, Mapping) else {},
+            agent=actor.name if isinstance(actor, Actor) and actor.is_named_agent else None,
+            client=call.client if isinstance(call.client, str) else None,
+        )
+        self.db = db
+        self.started = time.perf_counter()
+        self.recorded = False
+        """The approved write's row is written (in the thread that ran ``handle``)."""
+
+    def refused(self, exc: ToolError) -> None:
+        self.refusal, self.refusal_kind = exc.audit_note, type(exc).__name__
+        if isinstance(exc, ConfirmRequired):
+            self.approval_id = exc.approval_id
+            self.approval_path = consent.approval_path(exc.approval_id)
+
+    def record(self, durable: bool = False) -> None:
+        self.duration_ms = (time.perf_counter() - self.started) * 1000
+        audit.append(self.db, self, durable=durable)
+
+    def handled(self, response: object) -> None:
+        """In the worker thread that ran a sync ``handle``, with what it returned: the
+        approved write's audit row, on disk before the response leaves that thread."""
+        self.status = response.status_code if isinstance(response, Response) else 500
+        try:
+            self.record(durable=True)
+        except Exception:
+            log.exception(
+                "audit row of %s not written after handle; writing it again", self.call_id
+            )
+        else:
+            self.recorded = True
+
+
+def _marker(
+    plan: _Plan,
+    call: Call,
+    session: Session | None,
+    user_id: str | None,
+    approval: Approval | None,
+    values: Mapping[str, ArgValue],
+    texts: Mapping[str, str],
+    handled: Callable[[object], None] | None = None,
+) -> ToolCallMarker:
+    """The marker a checked call is sent with: its actor acting for ``user_id`` (under
+    ``approval``, for a write), its route and path parameters, its session id, its
+    canonical args and its form fields."""
+    actor = call.actor
+    if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
+        actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+    return ToolCallMarker(
+        actor,
+        session,
+        route=plan.defn.path,
+        params={name: texts[name] for name in plan.params},
+        session_id=call.session,
+        args={name: values.get(name) for name in plan.names},
+        handled=handled,
+        form=None if plan.in_query else _fields(plan, texts),
+    )
+
+
+def _fields(plan: _Plan, texts: Mapping[str, str]) -> dict[str, str]:
+    """The args that go in the query or the form (not in the path), sorted by name."""
+    return {name: texts[name] for name, _ in plan.fields if name in texts}
 
 
 def _registry_and_call(
@@ -328,10 +320,6 @@ def _registry_and_call(
     if not isinstance(call, Call) or isinstance(defs, Call):
         raise TypeError("dispatch(app, call) or dispatch(app, defs, call): call is a tools.Call")
     return (app.tools if defs is None else defs), call
-
-
-def _agent_name(actor: object) -> str | None:
-    return actor.name if isinstance(actor, Actor) and actor.is_named_agent else None
 
 
 @overload
@@ -366,6 +354,12 @@ class _Plan:
     required: frozenset[str]
     params: frozenset[str]
     """The path parameters."""
+    names: tuple[str, ...]
+    """Every declared arg, in declared order."""
+    fields: tuple[tuple[str, str], ...]
+    """The args not in the path, sorted, each with its name form-encoded."""
+    in_query: bool
+    """A GET or HEAD: its fields go in the query, not a form body."""
 
 
 _plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
@@ -382,7 +376,11 @@ def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
     for defn in defs:
         args = dict(defn.args.items())
         required = frozenset(name for name, arg in args.items() if arg.required)
-        plans.setdefault(defn.id, _Plan(defn, args, required, _path_params(defn.path)))
+        params = _path_params(defn.path)
+        fields = tuple((name, _form_quote(name)) for name in sorted(args) if name not in params)
+        in_query = defn.method in ("GET", "HEAD")
+        plan = _Plan(defn, args, required, params, tuple(args), fields, in_query)
+        plans.setdefault(defn.id, plan)
     if type(defs) is tuple:
         if len(_plans_of) >= 64:
             _plans_of.clear()
@@ -390,10 +388,10 @@ def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
     return plans
 
 
-def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str, ArgValue]]:
+def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[_Plan, dict[str, ArgValue]]:
     """Steps 1-3: the tool exists; its args, exactly, each a safe value of its declared type.
 
-    Returns the def and the canonical value of every arg that is sent (an
+    Returns the tool's plan and the canonical value of every arg that is sent (an
     optional arg that is absent, ``None`` or ``""`` is not).
     """
     plans = _plans(defs)
@@ -431,7 +429,7 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[ToolDef, dict[str,
                 raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
             if value in ("", ".", "..") and name in plan.params:
                 raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
-    return defn, values
+    return plan, values
 
 
 def _check_agent(call: Call) -> None:
@@ -474,17 +472,66 @@ class _Write:
     def __init__(
         self,
         app: Target,
-        defn: ToolDef,
+        plan: _Plan,
         call: Call,
         values: Mapping[str, ArgValue],
         texts: Mapping[str, str],
+        entry: _Entry,
     ) -> None:
-        self.app, self.defn, self.call, self.values, self.texts = app, defn, call, values, texts
+        self.app, self.plan, self.defn, self.call = app, plan, plan.defn, call
+        self.values, self.texts, self.entry = values, texts, entry
         self.session: Session | None = None
         self.user_id: str | None = None
         self.approval: Approval | None = None
         self.failure: Exception | None = None
         """What :meth:`check` raised, kept for dispatch to raise: it may run in the router."""
+
+    async def marker(self) -> ToolCallMarker:
+        """The marker the write is sent with. With an approval, to a sync ``handle`` with
+        nothing of the app's before it, the router checks it in the worker thread that then
+        runs ``handle``: one hop. Otherwise it is checked here, in a hop of its own, before
+        the app sees the request; a refusal is raised."""
+        call, plan, texts = self.call, self.plan, self.texts
+        self.entry.approval_id = call.approval
+        if call.approval is not None and self.app.checks_in_handle(self.defn):
+            return ToolCallMarker(
+                call.actor,
+                route=plan.defn.path,
+                params={name: texts[name] for name in plan.params},
+                session_id=call.session,
+                form=_fields(plan, texts),
+                check=self.checked,
+            )
+        checked = await threads.in_thread(self.checked)
+        if checked is None:
+            assert self.failure is not None
+            raise self.failure
+        return checked
+
+    def checked(self) -> ToolCallMarker | None:
+        """:meth:`check`, then the marker the app runs the write with; None when refused
+        (:attr:`failure` says why). Runs in a worker thread: the router's, just before
+        ``handle``, or a hop of dispatch's own."""
+        entry = self.entry
+        try:
+            self.check()
+        except Exception as exc:
+            self.failure = exc
+            return None
+        finally:
+            entry.user_id, entry.approval = self.user_id, self.approval
+        assert self.approval is not None
+        entry.approval_path = consent.approval_path(self.approval.id)
+        return _marker(
+            self.plan,
+            self.call,
+            self.session,
+            self.user_id,
+            self.approval,
+            self.values,
+            self.texts,
+            entry.handled,
+        )
 
     def check(self) -> None:
         """In one write transaction: the session's user, then the consent (step 5).
@@ -575,26 +622,26 @@ _FORM_HEADER = (b"content-type", b"application/x-www-form-urlencoded")
 
 async def _run(
     app: Target,
-    defn: ToolDef,
+    plan: _Plan,
     texts: Mapping[str, str],
-    fields: Mapping[str, str],
     session: str | None,
     marker: ToolCallMarker,
 ) -> tuple[Result, str | None]:
-    """Send one request through ``app``, the args as their wire texts: ``fields``, those not
-    in the path, in the query or the form body; its response, and the user its session was."""
-    raw_path = fill_path(defn.path, texts) if _path_params(defn.path) else defn.path
-    rest = "&".join(f"{_form_quote(k)}={_form_quote(v)}" for k, v in fields.items()).encode()
+    """Send one request through ``app``, the args as their wire texts (those not in the path
+    in the query or the form body); its response, and the user its session was."""
+    defn = plan.defn
+    raw_path = fill_path(defn.path, texts) if plan.params else defn.path
+    encoded = "&".join(
+        key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts
+    ).encode()
     origin = _origin(app.origin)
     headers = [origin.host]
     if session is not None:
         headers.append((b"cookie", (origin.cookie + session).encode()))
-    body = b""
-    query = b""
-    if defn.method in ("GET", "HEAD"):
-        query = rest
+    if plan.in_query:
+        query, body = encoded, b""
     else:
-        body = rest
+        query, body = b"", encoded
         headers.append(_FORM_HEADER)
         headers.append((b"content-length", str(len(body)).encode()))
     scope = {
@@ -613,14 +660,6 @@ async def _run(
         "extensions": {},
         TOOL_CALL_SCOPE_KEY: marker,
     }
-    result = await _call_asgi(app, scope, body, defn)
-    return result, scope.get(USER_SCOPE_KEY)
-
-
-_FAILED = Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
-
-
-async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, defn: ToolDef) -> Result:
     status: int | None = None
     raw_headers: list[tuple[bytes, bytes]] = []
     chunks: list[bytes] = []
@@ -661,13 +700,16 @@ async def _call_asgi(app: Target, scope: dict[str, Any], body: bytes, defn: Tool
         await app(scope, receive, send)
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
-        return _FAILED
+        return _FAILED, scope.get(USER_SCOPE_KEY)
     finally:
         finish()
     if status is None:
         log.error("tool call %s (%s %s): the app sent no response", defn.id, defn.method, defn.path)
-        return _FAILED
-    return Result(status, Headers(raw=raw_headers), b"".join(chunks))
+        return _FAILED, scope.get(USER_SCOPE_KEY)
+    return Result(status, Headers(raw=raw_headers), b"".join(chunks)), scope.get(USER_SCOPE_KEY)
+
+
+_FAILED = Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
 
 
 _FORM_SAFE = re.compile(r"[A-Za-z0-9_.~-]*")

@@ -141,7 +141,8 @@ def test_on_postgresql_expiry_goes_by_the_database_clock_not_a_hosts(pg_url: str
     here = Database(pg_url)
     here.open()
     skewed = Database(pg_url, clock=ManualClock(datetime(2100, 1, 1, tzinfo=UTC)))
-    a, b = Lease(here, ttl=0.5), Lease(skewed, ttl=0.5)
+    # Long enough that no stall of a loaded machine between the two holds outlasts it.
+    a, b = Lease(here, ttl=2), Lease(skewed, ttl=2)
     assert a.hold()
     assert not b.hold()  # a host whose clock is a century ahead does not steal it
     deadline = time.monotonic() + 10

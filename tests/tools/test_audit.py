@@ -196,7 +196,7 @@ def test_behind_app_middleware_an_approved_write_is_checked_before_it(tmp_path, 
     approved = _approved_cancel(f, f.session("3"), "hops-2")
     hops = _count_hops(monkeypatch)
     assert run(f.app, f.defs, approved).status == 303
-    assert hops == ["check_write", "_checked_handle", "record"]  # the row after the wrap
+    assert hops == ["checked", "_checked_handle", "record"]  # the row after the wrap
     assert seen == ["True"]
     assert _on_disk(f, "hops-2") == [(303, "3")]
 
@@ -236,7 +236,7 @@ def test_an_approved_write_to_an_async_handle_is_checked_before_it(tmp_path, mon
     approved = dataclasses.replace(call, approval=info.value.approval_id)
     hops = _count_hops(monkeypatch)
     assert run(app, approved).status == 201
-    assert hops == ["check_write", "record"]
+    assert hops == ["checked", "record"]
     assert ran == [("3", "3")]
     with pytest.raises(ApprovalInvalid):
         run(app, approved)
