@@ -13,7 +13,15 @@ from starlette.testclient import TestClient
 import rastrillo
 from rastrillo.sessions import cookie_name
 from rastrillo.testing import ManualClock
-from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, consent, dispatch
+from rastrillo.tools import (
+    ApprovalInvalid,
+    Call,
+    ConfirmRequired,
+    ToolError,
+    audit,
+    consent,
+    dispatch,
+)
 from rastrillo.tools import dispatch_sync as run
 from tests.tools._tools_app import Fixture, build
 
@@ -402,7 +410,10 @@ def test_of_concurrent_identical_calls_exactly_one_redeems(f):
 
 def statements(f: Fixture) -> list[str]:
     """Every SQL statement the app's SQLite connections run from now on, as the driver
-    runs them (SQLAlchemy's own events do not see a driver-level statement)."""
+    runs them (SQLAlchemy's own events do not see a driver-level statement). The audit
+    rows of calls made before are written first: their batch is no statement of what
+    comes next."""
+    audit.flush(f.app.db)
     seen: list[str] = []
 
     def traced(dbapi_connection, record, proxy) -> None:
