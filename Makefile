@@ -36,10 +36,9 @@ check: $(VENV)/.installed
 	$(BIN)/ruff check .
 	@for app in $(dir $(EXAMPLES)); do echo "generate --check $$app"; $(BIN)/rastrillo generate --check $$app || exit 1; done
 
-# `make -j2 test` (as .ci/run does) installs the TypeScript SDK while pip installs.
+# `make -j2 test` (as .ci/run does) installs Debian's packages (one apt-get run, for what
+# is missing) and then the TypeScript SDK while uv installs the venv.
 test: check ts-sdk
-	bash scripts/ensure-chromium
-	bash scripts/ensure-postgres
 	bash scripts/with-postgres $(BIN)/pytest $(PYTEST_ARGS)
 
 ts-sdk:

@@ -52,7 +52,7 @@ class Postgres:
 def _pg_bin(name: str) -> str:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not found:
-        pytest.fail("no PostgreSQL server binaries: run `make test` (scripts/ensure-postgres)")
+        pytest.fail("no PostgreSQL server binaries: run `make test` (scripts/ensure-debian)")
     return str(Path(found[-1]).with_name(name))
 
 
