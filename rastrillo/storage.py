@@ -57,7 +57,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.result import result_tuple
-from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    OperationalError,
+    ResourceClosedError,
+    SQLAlchemyError,
+)
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeEngine
@@ -388,6 +394,10 @@ class Database:
         cursor = raw.cursor()
         try:
             cursor.execute(form.sql, values)
+            if cursor.description is None:
+                raise ResourceClosedError(
+                    "This result object does not return rows. It has been closed automatically."
+                )
             found = cursor.fetchmany(1) if first else cursor.fetchall()
             make_row = _row_maker(tuple(column[0] for column in cursor.description))
         except self.engine.dialect.loaded_dbapi.Error as exc:

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, bindparam, event, select
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, StatementError
+from sqlalchemy.exc import (
+    IntegrityError,
+    InternalError,
+    OperationalError,
+    ProgrammingError,
+    ResourceClosedError,
+    StatementError,
+)
 
 from rastrillo.errors import ConfigError
 from rastrillo.storage import (
@@ -398,6 +405,12 @@ def test_a_failing_query_raises_sqlalchemys_errors(db_url):
         with pytest.raises(ProgrammingError if "postgresql" in db_url else OperationalError) as bad:
             db.query("SELECT nothing FROM no_such_table")
         assert "no_such_table" in str(bad.value)
+        with db.write() as conn:
+            conn.exec_driver_sql("CREATE TABLE marks (id INTEGER)")
+        # A write given as a query: refused by PostgreSQL's read-only statements; on SQLite
+        # it returns no rows, which SQLAlchemy's result refuses.
+        with pytest.raises(InternalError if "postgresql" in db_url else ResourceClosedError):
+            db.query("UPDATE marks SET id = 1")
         assert db.query_one("SELECT 1 AS one").one == 1
     finally:
         db.dispose()
