@@ -2,6 +2,7 @@
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -331,31 +332,38 @@ _NOTES = Table(
 )
 _ADD = Prepared(_NOTES.insert(), columns=("id", "at"))
 _AT = Prepared(select(_NOTES.c.at).where(_NOTES.c.id == bindparam("id")))
+_WHEN = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
 
-def test_a_driver_write_commits_rolls_back_and_keeps_instants_as_core_does(db_url):
-    """``Database.driver_write`` with `Prepared` statements: what ``write`` promises, the
-    instants stored and read back exactly as SQLAlchemy's own statements store them."""
+@pytest.fixture
+def notes_db(db_url: str) -> Iterator[Database]:
+    """A database with the empty table ``driver_notes``."""
     db = Database(db_url)
     try:
         with db.write() as conn:
             _NOTES.create(conn)
-        at = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-        with db.driver_write() as tx:
-            assert tx.run(_ADD, id=1, at=at) == []
-        with db.driver_write() as tx:
-            assert tx.run(_AT, id=1) == [(at,)]
-        with db.read() as conn:
-            assert conn.execute(select(_NOTES.c.at)).scalar_one() == at
-        with pytest.raises(RuntimeError), db.driver_write() as tx:
-            tx.run(_ADD, id=2, at=at)
-            raise RuntimeError("the caller's own failure")
-        with pytest.raises(IntegrityError), db.driver_write() as tx:
-            tx.run(_ADD, id=3, at=at)
-            tx.run(_ADD, id=1, at=at)  # the driver's error, raised as SQLAlchemy's
-        assert [row.id for row in db.query("SELECT id FROM driver_notes")] == [1]
+        yield db
     finally:
         db.dispose()
+
+
+def test_a_driver_write_commits_rolls_back_and_keeps_instants_as_core_does(notes_db):
+    """``Database.driver_write`` with `Prepared` statements: what ``write`` promises, the
+    instants stored and read back exactly as SQLAlchemy's own statements store them."""
+    db = notes_db
+    with db.driver_write() as tx:
+        assert tx.run(_ADD, id=1, at=_WHEN) == []
+    with db.driver_write() as tx:
+        assert tx.run(_AT, id=1) == [(_WHEN,)]
+    with db.read() as conn:
+        assert conn.execute(select(_NOTES.c.at)).scalar_one() == _WHEN
+    with pytest.raises(RuntimeError), db.driver_write() as tx:
+        tx.run(_ADD, id=2, at=_WHEN)
+        raise RuntimeError("the caller's own failure")
+    with pytest.raises(IntegrityError), db.driver_write() as tx:
+        tx.run(_ADD, id=3, at=_WHEN)
+        tx.run(_ADD, id=1, at=_WHEN)  # the driver's error, raised as SQLAlchemy's
+    assert [row.id for row in db.query("SELECT id FROM driver_notes")] == [1]
 
 
 def test_a_driver_write_refuses_a_database_file_deleted_while_in_use(tmp_path):
@@ -369,29 +377,23 @@ def test_a_driver_write_refuses_a_database_file_deleted_while_in_use(tmp_path):
         db.dispose()
 
 
-def test_query_rows_are_sqlalchemys_rows_with_instants_converted(db_url):
+def test_query_rows_are_sqlalchemys_rows_with_instants_converted(notes_db):
     """SQL text, a `Prepared` statement and a built one give the same `Row`s on SQLite and
     PostgreSQL: by position, by name, as a mapping, ``_asdict``; an `Instant` column read
     back as an aware datetime; ``IN`` a list expanded; no row is ``[]`` / None."""
-    db = Database(db_url)
-    try:
-        with db.write() as conn:
-            _NOTES.create(conn)
-        at = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-        with db.driver_write() as tx:
-            tx.run(_ADD, id=1, at=at)
-            tx.run(_ADD, id=2, at=at)
-        text_row = db.query_one("SELECT id, 'x' AS tag FROM driver_notes WHERE id = :id", id=2)
-        assert text_row == (2, "x") and text_row.tag == "x" and text_row._mapping["id"] == 2
-        assert text_row._asdict() == {"id": 2, "tag": "x"}
-        assert db.query_one(_AT, id=1).at == at
-        assert db.query_one(_AT.statement, id=1).at == at
-        assert db.query(_AT, id=3) == [] and db.query_one(_AT, id=3) is None
-        listed = select(_NOTES.c.id).where(_NOTES.c.id.in_(bindparam("ids", expanding=True)))
-        assert [row.id for row in db.query(Prepared(listed), ids=[1, 2])] == [1, 2]
-        assert db.query("SELECT id FROM driver_notes ORDER BY id") == [(1,), (2,)]
-    finally:
-        db.dispose()
+    db = notes_db
+    with db.driver_write() as tx:
+        tx.run(_ADD, id=1, at=_WHEN)
+        tx.run(_ADD, id=2, at=_WHEN)
+    text_row = db.query_one("SELECT id, 'x' AS tag FROM driver_notes WHERE id = :id", id=2)
+    assert text_row == (2, "x") and text_row.tag == "x" and text_row._mapping["id"] == 2
+    assert text_row._asdict() == {"id": 2, "tag": "x"}
+    assert db.query_one(_AT, id=1).at == _WHEN
+    assert db.query_one(_AT.statement, id=1).at == _WHEN
+    assert db.query(_AT, id=3) == [] and db.query_one(_AT, id=3) is None
+    listed = select(_NOTES.c.id).where(_NOTES.c.id.in_(bindparam("ids", expanding=True)))
+    assert [row.id for row in db.query(Prepared(listed), ids=[1, 2])] == [1, 2]
+    assert db.query("SELECT id FROM driver_notes ORDER BY id") == [(1,), (2,)]
 
 
 def test_a_failing_query_raises_sqlalchemys_errors(db_url):
