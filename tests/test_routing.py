@@ -74,6 +74,21 @@ def test_literal_segment_wins_over_parameter():
     assert router.match("GET", "/orders/7").route.path == "/orders/{id}"
 
 
+def test_a_tool_call_reaches_its_own_route_with_its_own_params_never_a_sibling():
+    router = _router(("GET", "/notes/{id}"), ("GET", "/notes/export"), ("GET", "/notes"))
+    found = router.match_route("GET", "/notes/{id}", {"id": "export"})
+    assert isinstance(found, Match)
+    assert found.route.path == "/notes/{id}" and found.params == {"id": "export"}
+    assert router.match_route("HEAD", "/notes", {}).route.path == "/notes"
+    # Fails closed: params that are not exactly the route's, an empty value, no such route.
+    assert router.match_route("GET", "/notes/{id}", {}) is None
+    assert router.match_route("GET", "/notes/{id}", {"id": ""}) is None
+    assert router.match_route("GET", "/notes/{id}", {"other": "1"}) is None
+    assert router.match_route("GET", "/notes/{id}", {"id": "1", "x": "2"}) is None
+    assert router.match_route("GET", "/notes", {"id": "1"}) is None
+    assert router.match_route("POST", "/notes/{id}", {"id": "1"}) is None
+
+
 def test_wrong_method_lists_the_allowed_ones():
     router = _router(("GET", "/orders/{id}"), ("DELETE", "/orders/{id}"))
     assert router.match("POST", "/orders/1") is None
