@@ -19,9 +19,11 @@ addition recorded, before it runs, by its approval row.
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import logging
 import math
+import secrets
 import threading
 import time
 import weakref
@@ -32,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 
-from rastrillo.actor import Approval, describe
+from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
@@ -62,8 +64,7 @@ audit_table = Table(
     Column("duration_ms", Float, nullable=False),
 )
 _COLUMNS = tuple(column.name for column in audit_table.columns if not column.primary_key)
-"""A row's fields, in the order a queued row (a tuple) holds them and the INSERT takes them."""
-_Row = tuple[Any, ...]
+"""A row's fields, in the order the INSERT takes them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,18 +112,20 @@ class AuditRecord:
 class Entry:
     """One call's row in the making, filled in as the call goes, then given to :func:`append`.
 
-    A value for each column but ``at`` (the time it is appended) and
-    ``approved_by``/``approved_at``, which come from ``approval``, the approval a
-    write ran under. Any value is taken, whatever it holds: see :func:`append`.
+    A value for each column but ``at`` (the time it is appended), ``agent``
+    (the name of ``actor`` when it is a named agent) and
+    ``approved_by``/``approved_at``, which come from ``approval``, the approval
+    a write ran under. Any value is taken, whatever it holds: see :func:`append`.
+    Turning them into the row's texts is left to the thread that writes it.
     """
 
     __slots__ = (
         "actor",
-        "agent",
         "approval",
         "approval_id",
         "approval_path",
         "args",
+        "at",
         "call_id",
         "client",
         "duration_ms",
@@ -134,17 +137,12 @@ class Entry:
     )
 
     def __init__(
-        self,
-        call_id: object,
-        tool: object,
-        actor: object,
-        args: Mapping[Any, Any],
-        *,
-        agent: str | None = None,
-        client: str | None = None,
+        self, call_id: object, tool: object, actor: object, args: object, client: object = None
     ) -> None:
-        self.call_id, self.tool, self.actor, self.args = call_id, tool, actor, args
-        self.agent, self.client = agent, client
+        """``call_id`` None: one is made up when the row is appended. ``actor``: an
+        :class:`~rastrillo.actor.Actor`, or whatever stood in its place."""
+        self.call_id, self.tool, self.actor, self.client = call_id, tool, actor, client
+        self.args: Any = args
         self.user_id: str | None = None
         self.approval: Approval | None = None
         self.approval_id: object = None
@@ -155,6 +153,11 @@ class Entry:
         self.duration_ms = 0.0
 
 
+# Call ids for calls without one: unique per process run, without a syscall per call.
+_RUN = secrets.token_hex(4)
+_SEQUENCE = itertools.count(1)
+
+
 def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     """Record one call, whatever it held: never refused for its content.
 
@@ -163,30 +166,18 @@ def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     NUL escaped, a value longer than its column cut short (ending ``…``).
     ``durable`` writes the row now, in the calling thread, waiting out a locked
     or unreachable database; otherwise it is queued for the background writer.
+    The entry is the row from now on: nothing may change it after this.
     """
-    approval = entry.approval
-    row = (
-        db.clock.now(),
-        entry.call_id,
-        entry.tool,
-        entry.actor,
-        entry.agent,
-        entry.user_id,
-        dict(entry.args),
-        entry.approval_id,
-        entry.approval_path,
-        approval.approved_by if approval else None,
-        approval.approved_at if approval else None,
-        entry.status,
-        entry.refusal_kind,
-        entry.refusal,
-        entry.client,
-        entry.duration_ms,
-    )
+    entry.at = db.clock.now()
+    if entry.call_id is None:
+        entry.call_id = f"{_RUN}-{next(_SEQUENCE)}"
+    args = entry.args
+    # The caller's mapping may change once this returns: the row keeps the args of now.
+    entry.args = dict(args) if type(args) is dict or isinstance(args, Mapping) else {}
     if durable:
-        _insert(db, [row])
+        _insert(db, [entry])
     else:
-        _writer(db).put(row)
+        _writer(db).put(entry)
 
 
 class AuditNotWritten(RastrilloError):
@@ -229,8 +220,8 @@ def shutdown(timeout: float = 30.0) -> None:
     row, any that could still not be written."""
     for writer in list(_writers.values()):
         if writer.wait(timeout):
-            for row in writer.abandon():
-                log.error("audit: row not written before exit: %s", _as_json(row))
+            for entry in writer.abandon():
+                log.error("audit: row not written before exit: %s", _as_json(entry))
 
 
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:
@@ -273,23 +264,41 @@ def _text(value: Any) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
-_ARGS = _COLUMNS.index("args")
 _TEXTS = [
-    (index, audit_table.c[name].type.length, audit_table.c[name].nullable)
-    for index, name in enumerate(_COLUMNS)
+    (name, audit_table.c[name].type.length, audit_table.c[name].nullable)
+    for name in _COLUMNS
     if isinstance(audit_table.c[name].type, String)
 ]
-"""Each text column's place in a row, its length (None: unbounded) and whether it takes NULL."""
+"""Each text column, its length (None: unbounded) and whether it takes NULL."""
 
 
-def _storable(row: _Row) -> dict[str, Any]:
-    """The row's values by column, each text storable and cut to its column's length."""
-    values = list(row)
-    values[_ARGS] = json.dumps(
-        {_text(k): _json_scalar(v) for k, v in row[_ARGS].items()}, ensure_ascii=False
-    )
-    for index, limit, nullable in _TEXTS:
-        value = values[index]
+def _storable(entry: Entry) -> dict[str, Any]:
+    """The entry's values by column, each text storable and cut to its column's length."""
+    actor = entry.actor
+    named = isinstance(actor, Actor)
+    approval = entry.approval
+    values = {
+        "at": entry.at,
+        "call_id": entry.call_id,
+        "tool": entry.tool,
+        "actor": str(actor) if named else actor,
+        "agent": actor.name if named and actor.is_named_agent else None,  # type: ignore[union-attr]
+        "user_id": entry.user_id,
+        "args": json.dumps(
+            {_text(k): _json_scalar(v) for k, v in entry.args.items()}, ensure_ascii=False
+        ),
+        "approval_id": entry.approval_id,
+        "approval_path": entry.approval_path,
+        "approved_by": approval.approved_by if approval else None,
+        "approved_at": approval.approved_at if approval else None,
+        "status": entry.status,
+        "refusal_kind": entry.refusal_kind,
+        "refusal": entry.refusal,
+        "client": entry.client,
+        "duration_ms": entry.duration_ms,
+    }
+    for name, limit, nullable in _TEXTS:
+        value = values[name]
         if value is None:
             if nullable:
                 continue
@@ -303,16 +312,16 @@ def _storable(row: _Row) -> dict[str, Any]:
         text = _text(value)
         if limit is not None and len(text) > limit:
             text = text[: limit - 1] + "…"
-        values[index] = text
-    return dict(zip(_COLUMNS, values, strict=True))
+        values[name] = text
+    return values
 
 
 _INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
 
 
-def _as_json(row: _Row) -> str:
+def _as_json(entry: Entry) -> str:
     """A row for the log, storable text as it would have been stored."""
-    return json.dumps(_storable(row), default=str, ensure_ascii=True)
+    return json.dumps(_storable(entry), default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[str, Any]) -> AuditRecord:
@@ -340,7 +349,7 @@ _RETRY_FIRST = 0.05
 _RETRY_MAX = 2.0
 
 
-def _insert(db: Database, rows: list[_Row]) -> list[_Row]:
+def _insert(db: Database, rows: list[Entry]) -> list[Entry]:
     """Insert ``rows``; return those the database refused, each logged in full.
 
     A database that cannot serve now (``storage.is_unavailable``: locked past
@@ -382,9 +391,10 @@ class _Writer:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._cond = threading.Condition(threading.Lock())
-        self._rows: list[_Row] = []
-        self._batch: list[_Row] = []
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._rows: list[Entry] = []
+        self._batch: list[Entry] = []
         self._queued = 0
         self._done = 0
         self._lost = 0
@@ -392,8 +402,8 @@ class _Writer:
         self._idle = False
         """The thread waits for rows: a new row must wake it."""
 
-    def put(self, row: _Row) -> None:
-        with self._cond:
+    def put(self, row: Entry) -> None:
+        with self._lock:  # the condition's own lock, without its Python-level wrapper
             self._rows.append(row)
             self._queued += 1
             if self._idle:
@@ -417,7 +427,7 @@ class _Writer:
             lost, self._lost = self._lost, 0
             return lost
 
-    def abandon(self) -> list[_Row]:
+    def abandon(self) -> list[Entry]:
         """The rows not written yet: the one batch being written and every queued row."""
         with self._cond:
             return [*self._batch, *self._rows]

@@ -16,16 +16,15 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
-import itertools
 import json
 import logging
 import re
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol, overload
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol, overload
 from urllib.parse import quote_plus, unquote, urlsplit
 
 import anyio
@@ -87,9 +86,6 @@ class Target(Protocol):
 _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-# Call ids for calls without one: unique per process run, without a syscall per call.
-_RUN = secrets.token_hex(4)
-_SEQUENCE = itertools.count(1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,14 +126,14 @@ class Result:
         return json.loads(self.body)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallMarker:
+class ToolCallMarker(NamedTuple):
     """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
 
     Only in-process code can put it there, never an HTTP client: the CSRF
     middleware lets a request through because of it, ``ctx.actor`` is its
     ``actor`` (the agent, the user it acts for, and the approval of a write),
-    and the router sends the request to its ``route`` and no other.
+    and the router sends the request to its ``route`` and no other. Immutable,
+    and a tuple: one is made for every call, and a tuple is the cheapest to make.
     """
 
     actor: Actor
@@ -197,12 +193,14 @@ async def dispatch(
     worker thread, never on the event loop; the audit row of an approved
     write is committed before this returns.
     """
-    defs, call = _registry_and_call(app, defs, call)
+    if call is None and type(defs) is Call:  # dispatch(app, call): the app's own registry
+        defs, call = app.tools, defs
+    else:
+        defs, call = _registry_and_call(app, defs, call)
     entry = _Entry(app.db, call)
     try:
-        plan, values = _check_args(defs, call)
+        plan, values, texts = _check_args(defs, call)
         _check_agent(call)
-        texts = {name: wire(value) for name, value in values.items()}
         session = None
         write = None
         if plan.defn.access is Access.WRITE:
@@ -214,7 +212,8 @@ async def dispatch(
                 # is looked up by the session middleware, as a browser's is, in the one
                 # worker-thread hop a request has for it.
                 session = await threads.in_thread(find_session, app.db, call.session)
-            entry.user_id = _check_user(plan.defn, call, session)
+            if session is not None or call.actor.user_id is not None:
+                entry.user_id = _check_user(plan.defn, call, session)
             marker = _marker(plan, call, session, entry.user_id, None, values, texts)
         result, resolved_user = await _run(app, plan, texts, call.session, marker)
         if write is not None and write.failure is not None:
@@ -239,16 +238,8 @@ class _Entry(audit.Entry):
     __slots__ = ("db", "recorded", "started")
 
     def __init__(self, db: Database, call: Call) -> None:
-        actor, args = call.actor, call.args
         # Whatever the call holds is recorded as it is (audit makes every text storable).
-        super().__init__(
-            call.call_id or f"{_RUN}-{next(_SEQUENCE)}",
-            call.tool,
-            str(actor) if isinstance(actor, Actor) else actor,
-            args if isinstance(args, Mapping) else {},
-            agent=actor.name if isinstance(actor, Actor) and actor.is_named_agent else None,
-            client=call.client if isinstance(call.client, str) else None,
-        )
+        super().__init__(call.call_id, call.tool, call.actor, call.args, call.client)
         self.db = db
         self.started = time.perf_counter()
         self.recorded = False
@@ -298,12 +289,20 @@ def _marker(
         actor,
         session,
         route=plan.defn.path,
-        params={name: texts[name] for name in plan.params},
+        params=_params(plan, texts),
         session_id=call.session,
-        args={name: values.get(name) for name in plan.names},
+        args={**plan.unset, **values},
         handled=handled,
         form=None if plan.in_query else _fields(plan, texts),
     )
+
+
+_NO_PARAMS: Mapping[str, str] = MappingProxyType({})
+
+
+def _params(plan: _Plan, texts: Mapping[str, str]) -> Mapping[str, str]:
+    """The path parameters' texts."""
+    return {name: texts[name] for name in plan.params} if plan.params else _NO_PARAMS
 
 
 def _fields(plan: _Plan, texts: Mapping[str, str]) -> dict[str, str]:
@@ -354,8 +353,8 @@ class _Plan:
     required: frozenset[str]
     params: frozenset[str]
     """The path parameters."""
-    names: tuple[str, ...]
-    """Every declared arg, in declared order."""
+    unset: dict[str, None]
+    """Every declared arg, in declared order, with no value: what a call's values fill."""
     fields: tuple[tuple[str, str], ...]
     """The args not in the path, sorted, each with its name form-encoded."""
     in_query: bool
@@ -379,7 +378,7 @@ def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
         params = _path_params(defn.path)
         fields = tuple((name, _form_quote(name)) for name in sorted(args) if name not in params)
         in_query = defn.method in ("GET", "HEAD")
-        plan = _Plan(defn, args, required, params, tuple(args), fields, in_query)
+        plan = _Plan(defn, args, required, params, dict.fromkeys(args), fields, in_query)
         plans.setdefault(defn.id, plan)
     if type(defs) is tuple:
         if len(_plans_of) >= 64:
@@ -388,11 +387,13 @@ def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
     return plans
 
 
-def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[_Plan, dict[str, ArgValue]]:
+def _check_args(
+    defs: Sequence[ToolDef], call: Call
+) -> tuple[_Plan, dict[str, ArgValue], dict[str, str]]:
     """Steps 1-3: the tool exists; its args, exactly, each a safe value of its declared type.
 
-    Returns the tool's plan and the canonical value of every arg that is sent (an
-    optional arg that is absent, ``None`` or ``""`` is not).
+    Returns the tool's plan, and the canonical value and wire text of every arg that
+    is sent (an optional arg that is absent, ``None`` or ``""`` is not).
     """
     plans = _plans(defs)
     plan = plans.get(call.tool) if type(call.tool) is str else None
@@ -409,27 +410,31 @@ def _check_args(defs: Sequence[ToolDef], call: Call) -> tuple[_Plan, dict[str, A
     if type(args) is not dict and not isinstance(args, Mapping):
         raise BadArg(defn.id, "*", "args must be a JSON object of arg name to value")
     declared = plan.args
-    extra = [str(k) for k in args if type(k) is not str or k not in declared]
-    if extra:
+    if not declared.keys() >= args.keys():
+        extra = [str(k) for k in args if type(k) is not str or k not in declared]
         raise UnknownArg(defn.id, extra, declared)
     if not plan.required.issubset(args):
         raise MissingArg(defn.id, [name for name in declared if name in plan.required - set(args)])
     values: dict[str, ArgValue] = {}
+    texts: dict[str, str] = {}
     for name, arg in declared.items():
         value = args.get(name)
         if not arg.required and value in (None, ""):
             continue
         try:
-            values[name] = accept(arg, value)
+            values[name] = typed = accept(arg, value)
         except Invalid as exc:
             raise BadArg(defn.id, name, str(exc)) from None
-        if isinstance(value, str):
-            bad = _UNSAFE.search(value)
+        if isinstance(typed, str):
+            bad = _UNSAFE.search(typed)
             if bad is not None:
                 raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
-            if value in ("", ".", "..") and name in plan.params:
-                raise BadArg(defn.id, name, f"is part of the path and cannot be {value!r}")
-    return plan, values
+            if typed in ("", ".", "..") and name in plan.params:
+                raise BadArg(defn.id, name, f"is part of the path and cannot be {typed!r}")
+            texts[name] = typed
+        else:
+            texts[name] = wire(typed)
+    return plan, values, texts
 
 
 def _check_agent(call: Call) -> None:
@@ -497,7 +502,7 @@ class _Write:
             return ToolCallMarker(
                 call.actor,
                 route=plan.defn.path,
-                params={name: texts[name] for name in plan.params},
+                params=_params(plan, texts),
                 session_id=call.session,
                 form=_fields(plan, texts),
                 check=self.checked,
@@ -630,9 +635,13 @@ async def _run(
     """Send one request through ``app``, the args as their wire texts (those not in the path
     in the query or the form body); its response, and the user its session was."""
     defn = plan.defn
-    raw_path = fill_path(defn.path, texts) if plan.params else defn.path
+    if plan.params:
+        raw_path = fill_path(defn.path, texts)
+        path = unquote(raw_path)
+    else:
+        raw_path = path = defn.path
     encoded = "&".join(
-        key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts
+        [key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts]
     ).encode()
     origin = _origin(app.origin)
     headers = [origin.host]
@@ -650,7 +659,7 @@ async def _run(
         "http_version": "1.1",
         "method": defn.method,
         "scheme": origin.scheme,
-        "path": unquote(raw_path),
+        "path": path,
         "raw_path": raw_path.encode("ascii"),
         "root_path": "",
         "query_string": query,
@@ -660,53 +669,63 @@ async def _run(
         "extensions": {},
         TOOL_CALL_SCOPE_KEY: marker,
     }
-    status: int | None = None
-    raw_headers: list[tuple[bytes, bytes]] = []
-    chunks: list[bytes] = []
-    sent = False
-    finished = False
-    # Made only if the app waits for the disconnect before its response ends (a
-    # streaming response listens for it); most never do.
-    ended: anyio.Event | None = None
-
-    async def receive() -> Message:
-        nonlocal sent, ended
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        if not finished:
-            if ended is None:
-                ended = anyio.Event()
-            await ended.wait()
-        return {"type": "http.disconnect"}
-
-    def finish() -> None:
-        nonlocal finished
-        finished = True
-        if ended is not None:
-            ended.set()
-
-    async def send(message: Message) -> None:
-        nonlocal status, raw_headers
-        if message["type"] == "http.response.start":
-            status = message["status"]
-            raw_headers = list(message.get("headers", []))
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                finish()
-
+    exchange = _Exchange(body)
     try:
-        await app(scope, receive, send)
+        await app(scope, exchange.receive, exchange.send)
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
     finally:
-        finish()
-    if status is None:
+        exchange.finish()
+    if exchange.status is None:
         log.error("tool call %s (%s %s): the app sent no response", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
-    return Result(status, Headers(raw=raw_headers), b"".join(chunks)), scope.get(USER_SCOPE_KEY)
+    result = Result(exchange.status, Headers(raw=exchange.headers), b"".join(exchange.chunks))
+    return result, scope.get(USER_SCOPE_KEY)
+
+
+class _Exchange:
+    """One dispatched request's ``receive`` and ``send``: the body it sends, and the
+    response it collects."""
+
+    __slots__ = ("body", "chunks", "ended", "finished", "headers", "sent", "status")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sent = False
+        self.finished = False
+        self.ended: anyio.Event | None = None
+        """Made only if the app waits for the disconnect before its response ends (a
+        streaming response listens for it); most never do."""
+        self.status: int | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.chunks: list[bytes] = []
+
+    async def receive(self) -> Message:
+        if not self.sent:
+            self.sent = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        if not self.finished:
+            if self.ended is None:
+                self.ended = anyio.Event()
+            await self.ended.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = message["status"]
+            self.headers = list(message.get("headers", ()))
+        elif kind == "http.response.body":
+            self.chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.finish()
+
+    def finish(self) -> None:
+        """The response is complete (or the app is done): a waiting ``receive`` returns."""
+        self.finished = True
+        if self.ended is not None:
+            self.ended.set()
 
 
 _FAILED = Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
