@@ -119,6 +119,7 @@ def _work(worker: _Worker) -> None:
                 _idle.append(worker)
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
             loop.call_soon_threadsafe(_settle, call, *outcome)
+        del loop, call, outcome, item  # an idle thread keeps nothing of its last call alive
         item = waiting if waiting is not None else worker.inbox.get()
 
 

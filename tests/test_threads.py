@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import os
 import signal
 import threading
+import weakref
 
 import pytest
 
@@ -107,3 +109,16 @@ def test_calls_one_after_another_run_in_one_warm_thread() -> None:
         return {await in_thread(threading.get_ident) for _ in range(200)}
 
     assert len(asyncio.run(main())) == 1
+
+
+def test_an_idle_thread_keeps_nothing_of_its_last_call_alive() -> None:
+    class Made:
+        pass
+
+    async def call() -> weakref.ref[Made]:
+        made = await in_thread(Made)
+        return weakref.ref(made)
+
+    made = asyncio.run(call())
+    gc.collect()
+    assert made() is None

@@ -206,7 +206,7 @@ def flush(db: Database, timeout: float = 10.0) -> None:
     still waiting (they stay queued and are written once the database lets
     them), or when the database refused rows since the last flush.
     """
-    writer = _writers.get(db)
+    writer = _writers.get(id(db))
     if writer is None:
         return
     pending = writer.wait(timeout)
@@ -231,7 +231,7 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     caller sees its own calls. A database the app never opened has no audit
     table, and so no rows.
     """
-    writer = _writers.get(db)
+    writer = _writers.get(id(db))
     if writer is not None:
         writer.wait(10.0)
     query = (
@@ -390,7 +390,8 @@ class _Writer:
     _LINGER_SECONDS = 0.02
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        self._db = weakref.ref(db)
+        """Weak: a database no one uses any more is collected, its writer with it."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._rows: list[Entry] = []
@@ -444,7 +445,14 @@ class _Writer:
                     self._running = False
                     return
                 self._batch, self._rows = self._rows, []
-            lost = _insert(self.db, self._batch)
+            db = self._db()
+            if db is None:  # collected with rows queued: they have nowhere to go
+                for entry in self._batch:
+                    log.error("audit: database gone, row not written: %s", _as_json(entry))
+                lost = self._batch
+            else:
+                lost = _insert(db, self._batch)
+                del db
             with self._cond:
                 self._done += len(self._batch)
                 self._lost += len(lost)
@@ -452,15 +460,21 @@ class _Writer:
                 self._cond.notify_all()
 
 
-_writers: weakref.WeakKeyDictionary[Database, _Writer] = weakref.WeakKeyDictionary()
+_writers: dict[int, _Writer] = {}
+"""Each database's writer, by the database's ``id``: a plain dict is the cheapest lookup
+for a row appended on every call, and a writer leaves it when its database is collected
+(before the ``id`` can be reused)."""
 _writers_lock = threading.Lock()
 
 
 def _writer(db: Database) -> _Writer:
-    writer = _writers.get(db)
+    writer = _writers.get(id(db))
     if writer is None:
         with _writers_lock:
-            writer = _writers.setdefault(db, _Writer(db))
+            writer = _writers.get(id(db))
+            if writer is None:
+                writer = _writers[id(db)] = _Writer(db)
+                weakref.finalize(db, _writers.pop, id(db), None)
     return writer
 
 

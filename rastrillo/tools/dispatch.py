@@ -110,9 +110,11 @@ class Call:
     client: str | None = None
 
 
-@dataclass(frozen=True)
-class Result:
-    """The app's response to a dispatched call: any status, redirects not followed."""
+class Result(NamedTuple):
+    """The app's response to a dispatched call: any status, redirects not followed.
+
+    Immutable, and a tuple: one is made for every call, and a tuple is the cheapest to
+    make."""
 
     status: int
     headers: Headers
