@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 
@@ -38,7 +38,16 @@ from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
-__all__ = ["AuditNotWritten", "AuditRecord", "Entry", "append", "flush", "latest", "shutdown"]
+__all__ = [
+    "AuditNotWritten",
+    "AuditRecord",
+    "Called",
+    "Entry",
+    "append",
+    "flush",
+    "latest",
+    "shutdown",
+]
 
 log = logging.getLogger("rastrillo.tools.audit")
 
@@ -109,14 +118,27 @@ class AuditRecord:
         )
 
 
+class Called(Protocol):
+    """What the audit log keeps of a call as it was made (a ``tools.Call`` is one)."""
+
+    call_id: object
+    tool: object
+    actor: object
+    args: object
+    client: object
+
+
 class Entry:
     """One call's row in the making, filled in as the call goes, then given to :func:`append`.
 
-    A value for each column but ``at`` (the time it is appended), ``agent``
-    (the name of ``actor`` when it is a named agent) and
-    ``approved_by``/``approved_at``, which come from ``approval``, the approval
-    a write ran under. Any value is taken, whatever it holds: see :func:`append`.
-    Turning them into the row's texts is left to the thread that writes it.
+    Made as the call starts, from the call as it was made (``call_id`` None: one is
+    made up when the row is appended; ``actor`` an :class:`~rastrillo.actor.Actor`,
+    or whatever stood in its place), so the row says how long the call took. Then
+    a value for each column but ``at`` (the time it is appended), ``agent`` (the
+    name of ``actor`` when it is a named agent) and ``approved_by``/``approved_at``,
+    which come from ``approval``, the approval a write ran under. Any value is
+    taken, whatever it holds: see :func:`append`. Turning them into the row's
+    texts is left to the thread that writes it.
     """
 
     __slots__ = (
@@ -131,18 +153,21 @@ class Entry:
         "duration_ms",
         "refusal",
         "refusal_kind",
+        "started",
         "status",
         "tool",
         "user_id",
     )
 
-    def __init__(
-        self, call_id: object, tool: object, actor: object, args: object, client: object = None
-    ) -> None:
-        """``call_id`` None: one is made up when the row is appended. ``actor``: an
-        :class:`~rastrillo.actor.Actor`, or whatever stood in its place."""
-        self.call_id, self.tool, self.actor, self.client = call_id, tool, actor, client
-        self.args: Any = args
+    def __init__(self, call: Called) -> None:
+        self.call_id, self.tool, self.actor, self.client = (
+            call.call_id,
+            call.tool,
+            call.actor,
+            call.client,
+        )
+        self.args: Any = call.args
+        self.started = time.perf_counter()
         self.user_id: str | None = None
         self.approval: Approval | None = None
         self.approval_id: object = None
@@ -150,7 +175,6 @@ class Entry:
         self.status: int | None = None
         self.refusal_kind: str | None = None
         self.refusal: str | None = None
-        self.duration_ms = 0.0
 
 
 # Call ids for calls without one: unique per process run, without a syscall per call.
@@ -168,6 +192,7 @@ def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     or unreachable database; otherwise it is queued for the background writer.
     The entry is the row from now on: nothing may change it after this.
     """
+    entry.duration_ms = (time.perf_counter() - entry.started) * 1000
     entry.at = db.clock.now()
     if entry.call_id is None:
         entry.call_id = f"{_RUN}-{next(_SEQUENCE)}"
@@ -177,7 +202,7 @@ def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     if durable:
         _insert(db, [entry])
     else:
-        _writer(db).put(entry)
+        (_writers.get(id(db)) or _writer(db)).put(entry)
 
 
 class AuditNotWritten(RastrilloError):

@@ -19,7 +19,6 @@ import functools
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -199,12 +198,13 @@ async def dispatch(
         defs, call = app.tools, defs
     else:
         defs, call = _registry_and_call(app, defs, call)
-    entry = _Entry(app.db, call)
+    # Whatever the call holds is recorded as it is (audit makes every text storable).
+    entry = audit.Entry(call)
+    write = None
     try:
         plan, values, texts = _check_args(defs, call)
         _check_agent(call)
         session = None
-        write = None
         if plan.defn.access is Access.WRITE:
             write = _Write(app, plan, call, values, texts, entry)
             marker = await write.marker()
@@ -225,50 +225,23 @@ async def dispatch(
         entry.status = result.status
         return result
     except ToolError as exc:
-        entry.refused(exc)
+        _refused(entry, exc)
         raise
     finally:
         if entry.approval is None:
-            entry.record()  # queued for the background writer
-        elif not entry.recorded:  # an approved write ran (an async handle, or it raised)
-            await threads.in_thread(entry.record, True)  # on disk before we return
+            audit.append(app.db, entry)  # queued for the background writer
+        elif write is not None and not write.recorded:
+            # An approved write ran (an async handle, or it raised): on disk before we return.
+            await threads.in_thread(write.record)
 
 
-class _Entry(audit.Entry):
-    """The audit row of one dispatched call, filled in as the call goes."""
-
-    __slots__ = ("db", "recorded", "started")
-
-    def __init__(self, db: Database, call: Call) -> None:
-        # Whatever the call holds is recorded as it is (audit makes every text storable).
-        super().__init__(call.call_id, call.tool, call.actor, call.args, call.client)
-        self.db = db
-        self.started = time.perf_counter()
-        self.recorded = False
-        """The approved write's row is written (in the thread that ran ``handle``)."""
-
-    def refused(self, exc: ToolError) -> None:
-        self.refusal, self.refusal_kind = exc.audit_note, type(exc).__name__
-        if isinstance(exc, ConfirmRequired):
-            self.approval_id = exc.approval_id
-            self.approval_path = consent.approval_path(exc.approval_id)
-
-    def record(self, durable: bool = False) -> None:
-        self.duration_ms = (time.perf_counter() - self.started) * 1000
-        audit.append(self.db, self, durable=durable)
-
-    def handled(self, response: object) -> None:
-        """In the worker thread that ran a sync ``handle``, with what it returned: the
-        approved write's audit row, on disk before the response leaves that thread."""
-        self.status = response.status_code if isinstance(response, Response) else 500
-        try:
-            self.record(durable=True)
-        except Exception:
-            log.exception(
-                "audit row of %s not written after handle; writing it again", self.call_id
-            )
-        else:
-            self.recorded = True
+def _refused(entry: audit.Entry, exc: ToolError) -> None:
+    """The refusal in the call's audit row: its kind and note, and a proposed write's
+    approval."""
+    entry.refusal, entry.refusal_kind = exc.audit_note, type(exc).__name__
+    if isinstance(exc, ConfirmRequired):
+        entry.approval_id = exc.approval_id
+        entry.approval_path = consent.approval_path(exc.approval_id)
 
 
 def _marker(
@@ -483,10 +456,12 @@ class _Write:
         call: Call,
         values: Mapping[str, ArgValue],
         texts: Mapping[str, str],
-        entry: _Entry,
+        entry: audit.Entry,
     ) -> None:
         self.app, self.plan, self.defn, self.call = app, plan, plan.defn, call
         self.values, self.texts, self.entry = values, texts, entry
+        self.recorded = False
+        """The approved write's audit row is written (in the thread that ran ``handle``)."""
         self.session: Session | None = None
         self.user_id: str | None = None
         self.approval: Approval | None = None
@@ -537,8 +512,24 @@ class _Write:
             self.approval,
             self.values,
             self.texts,
-            entry.handled,
+            self.handled,
         )
+
+    def record(self) -> None:
+        """The approved write's audit row, on disk (in a worker thread)."""
+        audit.append(self.app.db, self.entry, durable=True)
+        self.recorded = True
+
+    def handled(self, response: object) -> None:
+        """In the worker thread that ran a sync ``handle``, with what it returned: the
+        approved write's audit row, on disk before the response leaves that thread."""
+        self.entry.status = response.status_code if isinstance(response, Response) else 500
+        try:
+            self.record()
+        except Exception:
+            log.exception(
+                "audit row of %s not written after handle; writing it again", self.entry.call_id
+            )
 
     def check(self) -> None:
         """In one write transaction: the session's user, then the consent (step 5).
