@@ -32,14 +32,15 @@ makes (fastapi-mcp 0.4 needs ``mcp`` 1.x):
   with ``call_tool`` (it runs a sync tool on the event loop: no thread hop).
 
 The ways are alternated call by call (paired): each step runs every way once, in
-an order rotating from step to step, so noise from elsewhere on the machine hits
-all of them alike instead of one way's whole round. The peers run in their own
-process, so a round is made of ten short chunks, ours and theirs taking turns.
+each order in turn, so noise from elsewhere on the machine hits all of them alike
+instead of one way's whole round, and each way follows each other equally often.
+The peers run in their own process, so a round is made of ten short chunks, ours
+and theirs taking turns.
 Each round reports each way's median call; the result is the median of the
 rounds. Goals: dispatch <= 1.0 x (a) and <= 0.6 x (b); approved write <= 1.0 x
 fastapi-mcp's unguarded write, the whole cycle <= 1.5 x it.
 
-    python bench/bench_dispatch.py [--calls 500] [--rounds 5] [--no-peers]
+    python bench/bench_dispatch.py [--calls 600] [--rounds 5] [--no-peers]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import itertools
 import json
 import shutil
 import sqlite3
@@ -95,15 +97,19 @@ Way = tuple[Callable[[], Awaitable[object]], Callable[[object], Awaitable[object
 async def paired(calls: int, ways: dict[str, Way]) -> dict[str, list[float]]:
     """Microseconds of each call of each way, the ways alternated call by call.
 
-    Each of ``calls`` steps runs every way once, in an order that rotates from step
-    to step, so a burst of load from elsewhere on the machine hits every way alike
-    rather than one way's whole round. Each way is ``(setup, one)``: ``setup`` runs
-    untimed and what it makes is given to the timed ``one``.
+    Each of ``calls`` steps runs every way once, in each order in turn, so a burst of
+    load from elsewhere on the machine hits every way alike rather than one way's whole
+    round, and every way follows every other equally often: what a heavy way leaves
+    behind (its cold caches, its callbacks still queued) lands on each of the others
+    alike. (A rotation would not do that: of three ways in rotation, one follows the
+    third twice as often as the other does.) Each way is ``(setup, one)``: ``setup``
+    runs untimed and what it makes is given to the timed ``one``.
     """
     names = list(ways)
+    orders = list(itertools.permutations(names))
     times: dict[str, list[float]] = {name: [] for name in names}
     for step in range(calls):
-        for name in names[step % len(names) :] + names[: step % len(names)]:
+        for name in orders[step % len(orders)]:
             setup, one = ways[name]
             made = await setup()
             start = time.perf_counter()
@@ -350,7 +356,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--no-peers", action="store_true", help="leave out fastapi-mcp and FastMCP (no venv)"

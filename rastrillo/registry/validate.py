@@ -120,27 +120,21 @@ def accept(arg: Arg, value: object) -> ArgValue:
         ok = isinstance(value, str)
     if not ok:
         raise Invalid(f"must be {expects(arg)}, not {_shown(value)}")
-    typed: ArgValue = value  # type: ignore[assignment]
-    if not _within(arg, typed):
-        raise Invalid(f"must be {expects(arg)}, not {_shown(typed)}")
-    return typed
-
-
-def _within(arg: Arg, value: ArgValue) -> bool:
-    if arg.choices is not None and value not in arg.choices:
-        return False
-    if arg.minimum is not None and value < arg.minimum:  # type: ignore[operator]
-        return False
-    if arg.maximum is not None and value > arg.maximum:  # type: ignore[operator]
-        return False
-    if isinstance(value, str):
-        if arg.min_length is not None and len(value) < arg.min_length:
-            return False
-        if arg.max_length is not None and len(value) > arg.max_length:
-            return False
-        if arg.pattern is not None and re.search(arg.pattern, value) is None:
-            return False
-    return True
+    if (
+        (arg.choices is not None and value not in arg.choices)
+        or (arg.minimum is not None and value < arg.minimum)  # type: ignore[operator]
+        or (arg.maximum is not None and value > arg.maximum)  # type: ignore[operator]
+        or (
+            isinstance(value, str)
+            and (
+                (arg.min_length is not None and len(value) < arg.min_length)
+                or (arg.max_length is not None and len(value) > arg.max_length)
+                or (arg.pattern is not None and re.search(arg.pattern, value) is None)
+            )
+        )
+    ):
+        raise Invalid(f"must be {expects(arg)}, not {_shown(value)}")
+    return value  # type: ignore[return-value]
 
 
 def parse(arg: Arg, text: str) -> ArgValue:

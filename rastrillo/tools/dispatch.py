@@ -48,7 +48,7 @@ from rastrillo.registry.errors import (
 from rastrillo.registry.validate import Invalid, accept, wire
 from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
-from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
+from rastrillo.sessions.store import SESSION_ID, Session, find_session, find_session_in
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
@@ -264,7 +264,7 @@ def _marker(
         actor,
         session,
         route=plan.defn.path,
-        params=_params(plan, texts),
+        params=_params(plan, texts) if plan.params else _NO_PARAMS,
         session_id=call.session,
         args={**plan.unset, **values},
         handled=handled,
@@ -277,7 +277,7 @@ _NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 
 def _params(plan: _Plan, texts: Mapping[str, str]) -> Mapping[str, str]:
     """The path parameters' texts."""
-    return {name: texts[name] for name in plan.params} if plan.params else _NO_PARAMS
+    return {name: texts[name] for name in plan.params}
 
 
 def _fields(plan: _Plan, texts: Mapping[str, str]) -> dict[str, str]:
@@ -341,11 +341,7 @@ _plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
 
 def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
     """Each tool's plan by id (the first of a repeated id). A tuple registry, which cannot
-    change, is planned once; any other sequence on every call."""
-    if type(defs) is tuple:
-        cached = _plans_of.get(id(defs))
-        if cached is not None and cached[0] is defs:
-            return cached[1]
+    change, is planned once (see :func:`_check_args`); any other sequence on every call."""
     plans: dict[str, _Plan] = {}
     for defn in defs:
         args = dict(defn.args.items())
@@ -370,7 +366,8 @@ def _check_args(
     Returns the tool's plan, and the canonical value and wire text of every arg that
     is sent (an optional arg that is absent, ``None`` or ``""`` is not).
     """
-    plans = _plans(defs)
+    cached = _plans_of.get(id(defs)) if type(defs) is tuple else None
+    plans = cached[1] if cached is not None and cached[0] is defs else _plans(defs)
     plan = plans.get(call.tool) if type(call.tool) is str else None
     if plan is None:
         raise UnknownTool(call.tool if isinstance(call.tool, str) else repr(call.tool), plans)
@@ -423,7 +420,7 @@ def _check_agent(call: Call) -> None:
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")
     session = call.session
-    if session is not None and not is_session_id(session):
+    if session is not None and (type(session) is not str or not SESSION_ID.fullmatch(session)):
         raise BadActor("call.session is not a session id")
 
 
@@ -479,7 +476,7 @@ class _Write:
             return ToolCallMarker(
                 call.actor,
                 route=plan.defn.path,
-                params=_params(plan, texts),
+                params=_params(plan, texts) if plan.params else _NO_PARAMS,
                 session_id=call.session,
                 form=_fields(plan, texts),
                 check=self.checked,
@@ -633,9 +630,8 @@ async def _run(
         path = unquote(raw_path)
     else:
         raw_path = path = defn.path
-    encoded = "&".join(
-        [key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts]
-    ).encode()
+    pairs = [key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts]
+    encoded = "&".join(pairs).encode()
     origin = _origin(app.origin)
     headers = [origin.host]
     if session is not None:
