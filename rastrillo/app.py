@@ -232,13 +232,13 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        path = raw_path(scope)
         marker = scope.get(TOOL_CALL_SCOPE_KEY)
         tool_route = getattr(marker, "route", None)
-        if tool_route is None and self._static is not None and path.startswith(STATIC_PREFIX):
-            await self._static(scope, receive, send)
-            return
         if tool_route is None:
+            path = raw_path(scope)
+            if self._static is not None and path.startswith(STATIC_PREFIX):
+                await self._static(scope, receive, send)
+                return
             found = self.router.match(scope["method"], path)
         else:
             found = self.router.match_route(scope["method"], tool_route, marker.params or {})

@@ -71,8 +71,7 @@ class RequestSession:
         presented = self.unchecked
         if presented is None:
             return
-        found = find_session(self.middleware.db, presented) if is_session_id(presented) else None
-        self.found(scope, found)
+        self.found(scope, find_session(self.middleware.db, presented))
 
     def found(self, scope: Scope, found: Session | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks
@@ -128,7 +127,9 @@ class SessionMiddleware:
 
     async def _resolve(self, scope: Scope) -> RequestSession:
         marker = scope.get(TOOL_CALL_SCOPE_KEY)
-        presented = getattr(marker, "session_id", None) or _cookie(scope, self.cookie)
+        # A dispatched call's session id passed dispatch's own check of `SESSION_ID`.
+        dispatched = getattr(marker, "session_id", None)
+        presented = dispatched or _cookie(scope, self.cookie)
         if presented is None:
             return RequestSession(self, None, None)
         resolved = getattr(marker, "session", None)
@@ -136,8 +137,8 @@ class SessionMiddleware:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)
         state = RequestSession(self, None, None, unchecked=presented)
-        if not is_session_id(presented):
-            state.check(scope)  # no query: a malformed id matches no row
+        if dispatched is None and not is_session_id(presented):
+            state.found(scope, None)  # no query: a malformed id matches no row
         elif not self.deferred:
             await threads.in_thread(state.check, scope)
         return state

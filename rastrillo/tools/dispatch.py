@@ -266,7 +266,9 @@ def _marker(
         route=plan.defn.path,
         params=_params(plan, texts) if plan.params else _NO_PARAMS,
         session_id=call.session,
-        args={**plan.unset, **values},
+        # Every declared arg, in declared order: ``values`` is that when no optional arg
+        # was left out.
+        args=values if len(values) == len(plan.unset) else {**plan.unset, **values},
         handled=handled,
         form=None if plan.in_query else _fields(plan, texts),
     )
