@@ -202,8 +202,7 @@ async def dispatch(
     entry = audit.Entry(call)
     write = None
     try:
-        plan, values, texts = _check_args(defs, call)
-        _check_agent(call)
+        plan, values, texts = _check_call(defs, call)
         session = None
         if plan.defn.access is Access.WRITE:
             write = _Write(app, plan, call, values, texts, entry)
@@ -260,17 +259,18 @@ def _marker(
     actor = call.actor
     if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
         actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+    # Positional (a marker is made for every call), in the fields' order.
     return ToolCallMarker(
         actor,
         session,
-        route=plan.defn.path,
-        params=_params(plan, texts) if plan.params else _NO_PARAMS,
-        session_id=call.session,
-        # Every declared arg, in declared order: ``values`` is that when no optional arg
-        # was left out.
-        args=values if len(values) == len(plan.unset) else {**plan.unset, **values},
-        handled=handled,
-        form=None if plan.in_query else _fields(plan, texts),
+        plan.defn.path,  # route
+        _params(plan, texts) if plan.params else _NO_PARAMS,
+        call.session,  # session_id
+        # args: every declared arg, in declared order, which ``values`` is when no
+        # optional arg was left out.
+        values if len(values) == len(plan.unset) else {**plan.unset, **values},
+        handled,
+        None if plan.in_query else _fields(plan, texts),  # form
     )
 
 
@@ -343,7 +343,7 @@ _plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
 
 def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
     """Each tool's plan by id (the first of a repeated id). A tuple registry, which cannot
-    change, is planned once (see :func:`_check_args`); any other sequence on every call."""
+    change, is planned once (see :func:`_check_call`); any other sequence on every call."""
     plans: dict[str, _Plan] = {}
     for defn in defs:
         args = dict(defn.args.items())
@@ -360,10 +360,11 @@ def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
     return plans
 
 
-def _check_args(
+def _check_call(
     defs: Sequence[ToolDef], call: Call
 ) -> tuple[_Plan, dict[str, ArgValue], dict[str, str]]:
-    """Steps 1-3: the tool exists; its args, exactly, each a safe value of its declared type.
+    """Steps 1-4 of the call itself: the tool exists; its args, exactly, each a safe value
+    of its declared type; a named agent makes it; its session id is one.
 
     Returns the tool's plan, and the canonical value and wire text of every arg that
     is sent (an optional arg that is absent, ``None`` or ``""`` is not).
@@ -408,11 +409,6 @@ def _check_args(
             texts[name] = typed
         else:
             texts[name] = wire(typed)
-    return plan, values, texts
-
-
-def _check_agent(call: Call) -> None:
-    """Step 4, the call itself: a named agent, and a session id that is one."""
     actor = call.actor
     if not isinstance(actor, Actor) or not actor.is_named_agent:
         raise BadActor(
@@ -424,6 +420,7 @@ def _check_agent(call: Call) -> None:
     session = call.session
     if session is not None and (type(session) is not str or not SESSION_ID.fullmatch(session)):
         raise BadActor("call.session is not a session id")
+    return plan, values, texts
 
 
 def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
