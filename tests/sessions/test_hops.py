@@ -18,7 +18,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 import rastrillo
 from rastrillo import sessions, threads
 from rastrillo.app import App
-from rastrillo.context import USER_SCOPE_KEY
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.tools import ToolCallMarker
 from tests.sessions._sessions_app import make_options
 
 
@@ -192,3 +193,22 @@ def test_a_wrap_middleware_sees_the_user_before_the_router(tmp_path: Path) -> No
     sessions.revoke_user(app.db, "7")
     assert get(app, "/", session, app.origin).text == "-"
     assert seen == ["7", None]
+
+
+@pytest.mark.parametrize("presented", ["not a session id\n", "A" * 43, "A" * 5000])
+def test_a_markers_session_id_that_is_no_live_session_signs_nobody_in(
+    tmp_path: Path, presented: str
+) -> None:
+    """The session middleware takes a tool call's session id from its marker, unchecked
+    for its form (dispatch checked that): an id no row has still finds no user, even with
+    a live session's cookie beside it."""
+    app = rastrillo.handler(make_options(tmp_path))
+    live = sessions.create_session(app.db, "7")
+    marker = ToolCallMarker(rastrillo.Actor.agent("x"), session_id=presented)
+
+    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[TOOL_CALL_SCOPE_KEY] = marker
+        await app(scope, receive, send)
+
+    assert get(marked, "/private", live, app.origin).status_code == 303
+    assert get(app, "/private", live, app.origin).text == "private for 7"
