@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-# `typing.TYPE_CHECKING` without importing `typing`, a tenth of `rastrillo generate`'s imports.
+# `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -21,7 +21,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _PARAM = re.compile(r"\[(.*)\]", re.DOTALL)
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# `typing.TYPE_CHECKING` without importing `typing`, a tenth of `rastrillo generate`'s imports.
+# `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

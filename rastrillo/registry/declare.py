@@ -12,7 +12,7 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 
-# `typing.TYPE_CHECKING` without importing `typing`, a tenth of `rastrillo generate`'s imports.
+# `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
