@@ -106,8 +106,8 @@ _CHUNK = 1 << 16
 
 
 def _read_bytes(file: str) -> bytes:
-    """The whole file, by plain system calls: `open()` builds a file object and a buffer
-    for each file, which costs a thousand-action app three times as much.
+    """The whole file, by plain system calls: `open()` also builds a file object and a
+    buffer for each file, which makes reading a thousand actions three times as costly.
 
     A regular file gives a short read only at its end, so a file smaller than a chunk
     takes one read.
