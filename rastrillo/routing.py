@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import quote, unquote
 
 from rastrillo.awaitable import is_async_callable
@@ -22,7 +21,13 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _PARAM = re.compile(r"\[(.*)\]", re.DOTALL)
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-Handle = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
+# `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    Handle = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
+    """An action's `handle`: called with the request's context, awaited if it is async."""
 
 
 class RouteFileError(RastrilloError):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -112,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except RastrilloError as exc:
         if args.traceback:
+            import traceback  # only here: importing it is 5 % of the command line's start
+
             traceback.print_exc()
         print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return 1

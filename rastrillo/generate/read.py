@@ -45,13 +45,14 @@ def read_tool(
         return None, problems
     declared = _read_call(value, imports, refuse)
     readable = not problems
-    check_tool(declared, method, path, refuse)
+    ident = tool_id(method, path)
+    check_tool(declared, ident, method, path, refuse)
     if not readable:
         return None, problems
     assert declared.description is not None and declared.access is not None
     assert declared.args is not None and declared.confirm is not None
     defn = ToolDef(
-        id=tool_id(method, path),
+        id=ident,
         method=method,
         path=path,
         description=declared.description,

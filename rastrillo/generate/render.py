@@ -58,6 +58,8 @@ def _too_long(line: str) -> bool:
     within the limit.
     """
     width = len(line)
+    if width <= _LINE_LENGTH // 2:
+        return False  # even if every character were wide
     if not line.isascii():
         width += sum(east_asian_width(c) in "WF" for c in line)
     if width <= _LINE_LENGTH:
@@ -122,8 +124,8 @@ def _value_literal(value: object) -> str:
 def py_literal(text: str) -> str:
     """`repr`, with double quotes when that needs no escaping (the house style)."""
     literal = repr(text)
-    if literal.startswith("'") and '"' not in text:
-        literal = f'"{literal[1:-1]}"'
+    if literal[0] == "'" and '"' not in text:
+        return f'"{literal[1:-1]}"'
     return literal
 
 

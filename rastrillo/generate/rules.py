@@ -19,7 +19,6 @@ from rastrillo.registry.declare import (
     Arg,
     ToolDef,
     description_as_sent,
-    tool_id,
 )
 from rastrillo.routing import path_params
 
@@ -64,8 +63,11 @@ class Declared:
         return self.lines.get(name, self.line)
 
 
-def check_tool(declared: Declared, method: str, path: str, refuse: Refuse) -> None:
-    """Every rule one tool must keep; each offender is refused with its line."""
+def check_tool(declared: Declared, ident: str, method: str, path: str, refuse: Refuse) -> None:
+    """Every rule one tool must keep; each offender is refused with its line.
+
+    ``ident`` is the route's `tool_id`, which the caller has made for the registry entry.
+    """
     access, args, confirm = declared.access, declared.args, declared.confirm
     description = declared.description
     if description is not None:
@@ -124,7 +126,6 @@ def check_tool(declared: Declared, method: str, path: str, refuse: Refuse) -> No
                     f"confirm placeholder {{{name}}} names an optional arg; the sentence "
                     "would show a hole when it is left out",
                 )
-    ident = tool_id(method, path)
     if len(ident) > MAX_ID:
         refuse(
             declared.line,

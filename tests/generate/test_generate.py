@@ -107,6 +107,17 @@ def test_files_are_decoded_as_python_imports_them(tmp_path):
     assert "actions/gone.GET.py: cannot be read: No such file or directory" in message
 
 
+def test_a_file_longer_than_one_read_is_read_whole(tmp_path):
+    # generate reads 64 KiB at a time: here `handle` and the error sit past the first read.
+    padding = "".join(f"# line {i} of a long comment\n" for i in range(5000))
+    make(tmp_path, {"long.GET.py": padding + HANDLE, "bad.GET.py": padding + "def (\n"})
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    assert [str(p) for p in info.value.problems] == [
+        "actions/bad.GET.py:5001: syntax error: invalid syntax"
+    ]
+
+
 def test_every_problem_is_listed_at_once(tmp_path):
     make(tmp_path, {"a.FETCH.py": HANDLE, "b.GET.py": "def (", "[]/c.GET.py": HANDLE})
     with pytest.raises(GenerateError) as info:
