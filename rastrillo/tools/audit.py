@@ -141,23 +141,16 @@ class Entry:
     texts is left to the thread that writes it.
     """
 
-    __slots__ = (
-        "actor",
-        "approval",
-        "approval_id",
-        "approval_path",
-        "args",
-        "at",
-        "call_id",
-        "client",
-        "duration_ms",
-        "refusal",
-        "refusal_kind",
-        "started",
-        "status",
-        "tool",
-        "user_id",
-    )
+    # Defaults for what a call may never fill in: a new entry sets only what it knows.
+    user_id: str | None = None
+    approval: Approval | None = None
+    approval_id: object = None
+    approval_path: str | None = None
+    status: int | None = None
+    refusal_kind: str | None = None
+    refusal: str | None = None
+    at: datetime
+    duration_ms: float
 
     def __init__(self, call: Called) -> None:
         self.call_id, self.tool, self.actor, self.client = (
@@ -168,13 +161,6 @@ class Entry:
         )
         self.args: Any = call.args
         self.started = time.perf_counter()
-        self.user_id: str | None = None
-        self.approval: Approval | None = None
-        self.approval_id: object = None
-        self.approval_path: str | None = None
-        self.status: int | None = None
-        self.refusal_kind: str | None = None
-        self.refusal: str | None = None
 
 
 # Call ids for calls without one: unique per process run, without a syscall per call.

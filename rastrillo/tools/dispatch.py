@@ -664,7 +664,8 @@ async def _run(
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
     finally:
-        exchange.finish()
+        if not exchange.finished:  # the app ended without a whole response
+            exchange.finish()
     if exchange.status is None:
         log.error("tool call %s (%s %s): the app sent no response", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
@@ -703,7 +704,7 @@ class _Exchange:
         kind = message["type"]
         if kind == "http.response.start":
             self.status = message["status"]
-            self.headers = list(message.get("headers", ()))
+            self.headers = message.get("headers", [])
         elif kind == "http.response.body":
             self.chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
