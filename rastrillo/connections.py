@@ -36,9 +36,13 @@ log = logging.getLogger("rastrillo.serve")
 
 BACKLOG = 128
 """Connections the kernel queues before they are accepted; asyncio accepts up to this
-many at once, before the limit below can close any, so they need files to spare."""
-_SPARE_FILES = BACKLOG + 64
-"""Files the process needs besides its connections: an accept batch, the database, logs."""
+many at each turn of its event loop."""
+_SPARE_FILES = 4 * BACKLOG + 64
+"""Files the process needs besides its connections: the database, logs, and the accepted
+connections the limit below cannot close yet. asyncio makes a connection's protocol two
+turns after accepting it, and a connection the limit closes frees its file one turn
+later; on a busy server the kernel queue fills again between turns, so up to four turns'
+batches hold files above the limit at once."""
 
 MAX_HEAD_BYTES = 16 * 1024
 """A request line and headers longer than this are answered 431 (h11's limit, uvicorn's

@@ -4,6 +4,7 @@ a quick client nor flood the log."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,3 +130,64 @@ def test_a_head_with_a_browser_sized_cookie_is_served(server: Server) -> None:
         answer = read_response(c)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert answer.endswith(b"home")
+
+
+STALL = """
+import asyncio
+import time
+
+
+def stall(app):
+    \"\"\"Every turn of the event loop takes 20 ms, as on a loaded machine: connections
+    pile up in the kernel between turns, and each turn accepts a whole batch.\"\"\"
+    started = False
+
+    async def stalled(scope, receive, send):
+        nonlocal started
+        if not started:
+            started = True
+            loop = asyncio.get_running_loop()
+
+            def turn():
+                time.sleep(0.02)
+                loop.call_soon(turn)
+
+            loop.call_soon(turn)
+        await app(scope, receive, send)
+
+    return stalled
+"""
+
+
+def test_connections_arriving_faster_than_a_busy_server_accepts_never_run_it_out_of_files(
+    tmp_path: Path,
+) -> None:
+    app_dir = write_app(tmp_path / "app", ACTIONS, extra=TIMEOUTS + " wrap=stall,", prelude=STALL)
+    port = free_port()
+    served = Server(
+        app_dir, ["--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}", open_files=1024
+    )
+    slow: list[socket.socket] = []
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for made in pool.map(lambda _: opened(served), range(1600)):
+                slow.append(made)
+        with connect(served) as quick:
+            quick.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := quick.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 ")
+    finally:
+        for s in slow:
+            s.close()
+        assert served.stop() == 0
+    log = served.log.read_text()
+    assert "out of system resource" not in log, log[:3000]
+    assert "Traceback" not in log, log[:3000]
+
+
+def opened(server: Server) -> socket.socket:
+    s = connect(server)
+    s.sendall(b"GET / HT")
+    return s
