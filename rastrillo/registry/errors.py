@@ -94,9 +94,9 @@ class ConfirmRequired(ToolError):
 class ApprovalInvalid(ToolError):
     """The approval given does not allow this call; ``reason`` says why.
 
-    Redeeming: ``unknown``, ``pending``, ``declined``, ``expired``, ``used``, or a
-    mismatch: ``tool``, ``args``, ``actor``, ``user``, ``sentence``. Deciding:
-    ``unknown``, ``expired``, ``decided``.
+    Redeeming: ``unknown`` (no such approval of this user's), ``pending``,
+    ``declined``, ``expired``, ``used``, or a mismatch: ``tool``, ``args``, ``actor``,
+    ``sentence``. Deciding: ``unknown``, ``expired``, ``decided``.
     """
 
     _MESSAGES = {
@@ -108,7 +108,6 @@ class ApprovalInvalid(ToolError):
         "tool": "the approval is for another tool",
         "args": "the args differ from the ones the user approved",
         "actor": "the approval is for another agent",
-        "user": "the approval is for another user",
         "sentence": "the tool's confirm sentence changed since the user approved",
         "decided": "the approval was already decided",
     }

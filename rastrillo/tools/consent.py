@@ -324,13 +324,16 @@ def refuse(
     user_id: str,
     sentence: str,
 ) -> NoReturn:
-    """Why an approval's use was refused (:func:`settle`): its ``ApprovalInvalid``."""
+    """Why an approval's use was refused (:func:`settle`): its ``ApprovalInvalid``.
+
+    Another user's approval is ``unknown``, as :func:`decide` has it: a call learns
+    nothing of approvals that are not its user's, not even that one exists.
+    """
     approval = approval_id if isinstance(approval_id, str) else ""
     record = get(db, approval)
-    if record is None:
+    if record is None or record.user_id != user_id:
         raise ApprovalInvalid(approval, "unknown")
     for reason, ours, theirs in (
-        ("user", user_id, record.user_id),
         ("actor", actor, record.actor),
         ("tool", tool, record.tool),
         ("args", _texts(args), _texts(record.args)),

@@ -409,7 +409,10 @@ def test_tickets_records_who_cancelled_an_order(tmp_path):
     other = app.agent("concierge", user_id=2)
     with pytest.raises(ApprovalInvalid) as info:
         other.call("orders_id_cancel_post", {"id": "1"}, approval=pending)
-    assert info.value.reason == "user"
+    # Another user's approval is no approval at all to this call: not even its existence
+    # is told.
+    assert info.value.reason == "unknown"
+    assert str(info.value) == str(ApprovalInvalid(pending, "unknown"))
 
 
 HOSTILE = ["\ud800", "me_get\x00", "\x00" * 3, "x" * 300, "é" * 100, 7, None, ["a"], "\udfff\ud800"]

@@ -187,7 +187,7 @@ def test_every_invisible_character_of_an_approved_value_is_shown(f, hidden):
         ({"args": {"id": "8", "reason": "dup"}}, "args"),
         ({"args": {"id": "7", "reason": "other"}}, "args"),
         ({"actor": rastrillo.Actor.agent("intruder")}, "actor"),
-        ({"session": "other-user"}, "user"),
+        ({"session": "other-user"}, "unknown"),  # another user's approval is none of its own
         ({"tool": "notes_id_delete", "args": {"id": "7"}}, "tool"),
     ],
 )
