@@ -28,6 +28,10 @@ The rules this provider adds to the SDK's:
 - Codes are random (256 bits), stored as digests, expire after two minutes
   and are used once: a second use revokes the grant the first one made.
 - Refresh tokens rotate; one used twice revokes the whole grant (in grants).
+- Registration and authorize store a row for anyone who asks, so each is rate
+  limited per client address (429 with ``Retry-After`` past the limit), and a
+  client that no authorization or grant ever named is forgotten a day after it
+  registered: a flood of them neither fills the database nor lasts.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,13 +76,14 @@ from pydantic import AnyUrl
 from sqlalchemy import Boolean, Column, String, Table, Text, delete, select, update
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message
 
 from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
+from rastrillo.sessions import throttle
 from rastrillo.storage import METADATA, Database, Instant
 
 __all__ = [
@@ -107,7 +112,15 @@ CODE_TTL = timedelta(minutes=2)
 REQUEST_TTL = timedelta(minutes=10)
 """How long the consent page waits for the user (signing in first included)."""
 _KEEP = timedelta(days=1)
-"""How long a used or expired authorization is kept, so a replayed code still revokes."""
+"""How long a used or expired authorization is kept, so a replayed code still revokes; and
+how long a client that no authorization or grant names is kept after it registered."""
+REGISTRATIONS_PER_ADDRESS = 20
+"""Client registrations one client address may make per :data:`RATE_WINDOW` (an MCP
+client registers once, when it is first connected)."""
+AUTHORIZATIONS_PER_ADDRESS = 60
+"""Authorization requests one client address may make per :data:`RATE_WINDOW` (a person
+connecting a client makes one, or a few)."""
+RATE_WINDOW = timedelta(hours=1)
 
 _CLIENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _RANDOM_256 = re.compile(r"[A-Za-z0-9_-]{43}")
@@ -358,11 +371,25 @@ class Authority:
             "info": client_info.model_dump_json(exclude_none=True),
             "created_at": self.db.clock.now(),
         }
-        await threads.in_thread(self._insert, clients_table, row)
+        await threads.in_thread(self._record_client, row)
 
-    def _insert(self, table: Table, row: dict[str, Any]) -> None:
+    def _record_client(self, row: dict[str, Any]) -> None:
+        """The new client, and the clients registered over a day ago that no authorization
+        or grant names forgotten: a registration nobody went on with."""
+        clients = clients_table.c
+        named = select(authorizations_table.c.client_id).union(
+            select(grants.grants_table.c.client_id).where(
+                grants.grants_table.c.client_id.is_not(None)
+            )
+        )
         with self.db.write() as conn:
-            conn.execute(table.insert().values(**row))
+            conn.execute(
+                delete(clients_table).where(
+                    clients.created_at < row["created_at"] - _KEEP,
+                    clients.client_id.not_in(named),
+                )
+            )
+            conn.execute(clients_table.insert().values(**row))
 
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
@@ -546,9 +573,18 @@ class Authority:
         middleware (no cookie, no CSRF check: a client authenticates with PKCE and tokens)."""
         registration = RegistrationHandler(self, ClientRegistrationOptions(enabled=True))
         resource = ProtectedResourceMetadataHandler(self.resource_metadata).handle
+        register = self._rate_limited(
+            registration.handle, "oauth-register", REGISTRATIONS_PER_ADDRESS, "registrations"
+        )
+        authorize = self._rate_limited(
+            AuthorizationHandler(self).handle,
+            "oauth-authorize",
+            AUTHORIZATIONS_PER_ADDRESS,
+            "authorization requests",
+        )
         posted: list[tuple[str, Callable[[Request], Any]]] = [
             (TOKEN_PATH, self._token_endpoint),
-            (REGISTER_PATH, registration.handle),
+            (REGISTER_PATH, register),
             (REVOKE_PATH, self._revocation_endpoint),
         ]
         return [
@@ -563,12 +599,35 @@ class Authority:
                 )
             ),
             # No CORS here: a browser is sent to authorize, no script calls it.
-            Route(AUTHORIZE_PATH, _limited(AuthorizationHandler(self).handle), methods=["GET"]),
+            Route(AUTHORIZE_PATH, _limited(authorize), methods=["GET"]),
             *(
                 Route(path, _cors(_limited(handle), _POST), methods=_POST)
                 for path, handle in posted
             ),
         ]
+
+    def _rate_limited(
+        self, handle: Callable[[Request], Awaitable[Response]], purpose: str, limit: int, what: str
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handle``, for at most ``limit`` requests per client address per
+        :data:`RATE_WINDOW`; past it a 429 with ``Retry-After``, ``handle`` not run."""
+
+        async def rate_limited(request: Request) -> Response:
+            address = request.client.host if request.client else "unknown"
+            key = throttle.address_key(address, purpose)
+            try:
+                await threads.in_thread(
+                    throttle.take_attempt, self.db, {key: limit}, RATE_WINDOW, what
+                )
+            except throttle.TooManyAttempts as exc:
+                return JSONResponse(
+                    {"error": "too_many_requests", "error_description": str(exc)},
+                    status_code=429,
+                    headers={"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"},
+                )
+            return await handle(request)
+
+        return rate_limited
 
 
 def _limited(handle: Callable[[Request], Any]) -> ASGIApp:

@@ -1,9 +1,11 @@
-"""Rate limits on password attempts, per account and per client address.
+"""Rate limits: attempts counted per key (an account, a client address) in a window.
 
-Counts live in the app's database so every worker sees them. An attempt is
-counted *before* the password is checked, in one write transaction, so a
-burst of parallel guesses cannot slip past the limit; a success takes its
-count back.
+Password attempts are counted per account and per client address; the OAuth
+endpoints that store a row for anyone who asks (registration, authorize) per
+address. Counts live in the app's database so every worker sees them. An
+attempt is counted *before* the work it limits, in one write transaction, so a
+burst of parallel attempts cannot slip past the limit; a sign-in that succeeds
+takes its count back.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ attempts_table = Table(
 
 
 class TooManyAttempts(RastrilloError):
-    """Sign-in is refused for now; ``retry_after`` says for how many seconds."""
+    """Refused for now: a limit is used up; ``retry_after`` says for how many seconds."""
 
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"too many failed sign-in attempts; try again in {retry_after} s")
+    def __init__(self, retry_after: int, what: str = "failed sign-in attempts") -> None:
+        super().__init__(f"too many {what}; try again in {retry_after} s")
         self.retry_after = retry_after
 
 
@@ -38,12 +40,17 @@ def account_key(account: str) -> str:
     return "account:" + hashlib.sha256(account.strip().casefold().encode()).hexdigest()[:64]
 
 
-def address_key(address: str) -> str:
-    return "address:" + address[:64]
+def address_key(address: str, purpose: str = "address") -> str:
+    """The key of a client address's count; ``purpose`` (at most 16 characters) keeps the
+    counts of different limits apart."""
+    return f"{purpose}:{address[:64]}"
 
 
-def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> None:
-    """Count one attempt against each key, or raise TooManyAttempts if any is used up."""
+def take_attempt(
+    db: Database, limits: dict[str, int], window: timedelta, what: str = "failed sign-in attempts"
+) -> None:
+    """Count one attempt against each key, or raise TooManyAttempts (saying ``what`` was
+    too many) if any is used up."""
     t = db.clock.now()
     with db.write() as conn:
         serialize(conn, attempts_table.name)  # every process counts against the same rows
@@ -54,7 +61,7 @@ def take_attempt(db: Database, limits: dict[str, int], window: timedelta) -> Non
             if attempts >= limits[key]
         ]
         if waits:
-            raise TooManyAttempts(max(1, math.ceil(max(waits))))
+            raise TooManyAttempts(max(1, math.ceil(max(waits))), what)
         for key, (attempts, start) in rows.items():
             _save(conn, key, attempts + 1, start)
 

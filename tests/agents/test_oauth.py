@@ -22,7 +22,7 @@ from sqlalchemy import MetaData, select, update
 from rastrillo.agents import grants, oauth
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
-from rastrillo.testing import live_server
+from rastrillo.testing import ManualClock, live_server
 from tests.tools._tools_app import build
 
 LOOPBACK_REDIRECT = "http://127.0.0.1:9999/callback"
@@ -473,6 +473,67 @@ def test_registration_takes_only_safe_redirect_uris(server: Server):
     body = ok.json()
     assert body["token_endpoint_auth_method"] == "none"
     assert "client_secret" not in body
+
+
+@pytest.fixture
+def clocked(tmp_path: Path, db_url: str) -> Iterator[tuple[Server, ManualClock]]:
+    """On a clock that moves when told to; on SQLite, then on PostgreSQL."""
+    clock = ManualClock()
+    options = dataclasses.replace(build(tmp_path).options, mcp=True, clock=clock, db=db_url)
+    with live_server(options) as app:
+        yield Server(app), clock
+
+
+def clients(server: Server) -> set[str]:
+    with server.app.db.read() as conn:
+        return set(conn.execute(select(oauth.clients_table.c.client_id)).scalars())
+
+
+def too_many(response: httpx.Response) -> None:
+    assert response.status_code == 429, response.text
+    assert response.json()["error"] == "too_many_requests"
+    assert 0 < int(response.headers["retry-after"]) <= oauth.RATE_WINDOW.total_seconds()
+
+
+def test_registrations_are_rate_limited_per_address(clocked: tuple[Server, ManualClock]):
+    server, clock = clocked
+    made = {server.register() for _ in range(oauth.REGISTRATIONS_PER_ADDRESS)}
+    too_many(server.http.post(oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT]}))
+    assert clients(server) == made  # the refused one stored nothing
+    # Another address has its own count (all of 127.0.0.0/8 is loopback).
+    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(base_url=server.origin, transport=elsewhere) as other:
+        body = {"redirect_uris": [LOOPBACK_REDIRECT]}
+        assert other.post(oauth.REGISTER_PATH, json=body).status_code == 201
+    clock.advance(oauth.RATE_WINDOW.total_seconds())
+    server.register()  # a new window
+
+
+def test_a_registration_nobody_went_on_with_is_forgotten_after_a_day(
+    clocked: tuple[Server, ManualClock],
+):
+    server, clock = clocked
+    granted, tokens = server.tokens()
+    asked = server.register()
+    server.consent_url(asked, pkce()[1])  # an authorization request, never answered
+    unused = {server.register() for _ in range(3)}
+    clock.advance(23 * 3600)
+    recent = server.register()
+    assert unused <= clients(server)  # not yet a day
+    clock.advance(3600 + 1)
+    latest = server.register()
+    assert clients(server) == {granted, asked, recent, latest}
+    # The granted client goes on as before: its refresh token still works.
+    assert server.refresh(granted, tokens["refresh_token"]).status_code == 200
+
+
+def test_authorization_requests_are_rate_limited_per_address(server: Server):
+    client_id = server.register()
+    _, challenge = pkce()
+    for _ in range(oauth.AUTHORIZATIONS_PER_ADDRESS):
+        assert server.authorize(client_id, code_challenge=challenge).status_code == 302
+    too_many(server.authorize(client_id, code_challenge=challenge))
+    assert server.consent_requests() == oauth.AUTHORIZATIONS_PER_ADDRESS
 
 
 def test_a_long_client_name_is_refused(server: Server):
