@@ -11,6 +11,7 @@ takes its count back.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 from datetime import datetime, timedelta
 
@@ -42,8 +43,26 @@ def account_key(account: str) -> str:
 
 def address_key(address: str, purpose: str = "address") -> str:
     """The key of a client address's count; ``purpose`` (at most 16 characters) keeps the
-    counts of different limits apart."""
-    return f"{purpose}:{address[:64]}"
+    counts of different limits apart. The address is counted as :func:`client_of` says."""
+    return f"{purpose}:{client_of(address)[:63]}"
+
+
+def client_of(address: str) -> str:
+    """The client an address stands for: an IPv6 address's /64, an IPv4 address however
+    it is written (``::ffff:203.0.113.7`` is ``203.0.113.7``), anything else as it is.
+
+    A host is given a whole /64 and may use any address in it, so counting IPv6
+    addresses one by one would give one client 2**64 limits instead of one.
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv4Address):
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
 
 
 def take_attempt(
