@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import resource
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,11 +185,16 @@ def stall(app):
 def test_connections_arriving_faster_than_a_busy_server_accepts_never_run_it_out_of_files(
     tmp_path: Path,
 ) -> None:
+    # Many connecting at once keep the kernel's queue full between the server's turns.
+    connections = 3000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < connections + 100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(connections + 100, hard), hard))
     with serving(tmp_path, extra=" wrap=stall,", prelude=STALL) as served:
         slow: list[socket.socket] = []
         try:
-            with concurrent.futures.ThreadPoolExecutor(8) as pool:
-                slow.extend(pool.map(lambda _: slow_client(served), range(1600)))
+            with concurrent.futures.ThreadPoolExecutor(64) as pool:
+                slow.extend(pool.map(lambda _: slow_client(served), range(connections)))
             assert quick_client(served).startswith(b"HTTP/1.1 200 ")
         finally:
             for s in slow:
