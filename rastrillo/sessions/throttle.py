@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import math
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
@@ -81,6 +82,7 @@ def take_attempt(
         ]
         if waits:
             raise TooManyAttempts(max(1, math.ceil(max(waits))), what)
+        _forget_passed(conn, t, window, rows)
         for key, (attempts, start) in rows.items():
             _save(conn, key, attempts + 1, start)
 
@@ -93,6 +95,28 @@ def give_back(db: Database, keys: list[str]) -> None:
             row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
             if row is not None:
                 _save(conn, key, max(0, row.attempts - 1), row.window_start)
+
+
+def _forget_passed(conn: Connection, t: datetime, window: timedelta, keys: Iterable[str]) -> None:
+    """Delete the counts whose window has passed, of each kind of key counted here.
+
+    Each name an unauthenticated client tries leaves a count; kept, they would grow
+    the table by a row per name, for ever. A kind (``account``, ``address``, an OAuth
+    purpose) is counted over one window; its own row, its name alone, says when its
+    passed counts were last deleted, so they are looked for once a window, not at
+    every attempt.
+    """
+    for kind in {key.partition(":")[0] for key in keys}:
+        if _current(conn, kind, t, window)[0]:
+            continue
+        conn.execute(
+            delete(attempts_table).where(
+                attempts_table.c.key > kind + ":",
+                attempts_table.c.key < kind + ";",  # ";" follows ":": every "kind:…" key
+                attempts_table.c.window_start <= t - window,
+            )
+        )
+        _save(conn, kind, 1, t)
 
 
 def _current(
