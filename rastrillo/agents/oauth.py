@@ -185,9 +185,14 @@ class PendingAuthorization:
 
     @property
     def redirect_host(self) -> str:
-        """Where the browser goes after the answer: the host, or the scheme of an app's own."""
+        """Where the browser goes after the answer: the host of an ``https`` or loopback
+        URI, or the scheme of an app's own. Only the scheme, for an app's own: the app that
+        claims the scheme gets the answer whatever follows it, so a host written there
+        (``com.evil.app://claude.ai/cb``) is not where it goes, and is not shown."""
         parts = urlsplit(self.redirect_uri)
-        return parts.hostname or f"{parts.scheme}:"
+        if parts.scheme in ("http", "https"):
+            return parts.hostname or ""
+        return f"{parts.scheme}:"
 
     @property
     def loopback(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import re
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -619,6 +620,29 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
     assert "U+001B</span>[31m<span" in html and "U+202E</span>oC edualC" in html
     assert 'title="line break"' in html
     assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
+
+
+@pytest.mark.parametrize(
+    ("redirect", "shown"),
+    [
+        (WEB_REDIRECT, "app.example"),
+        ("http://[::1]:8123/cb", "::1"),
+        ("com.evil.app:/cb", "com.evil.app:"),
+        # An app's own scheme may carry what looks like a web host: the browser goes to the
+        # app that claims the scheme, whatever follows it, so the page names the scheme.
+        ("com.evil.app://app.example/oauth/cb", "com.evil.app:"),
+        ("com.evil.app://app.example:443/oauth/cb", "com.evil.app:"),
+    ],
+)
+def test_the_consent_page_names_where_the_browser_really_goes(server: Server, redirect, shown):
+    client_id = server.register(redirect, name="App Example")
+    consent = server.consent_url(client_id, pkce()[1], redirect_uri=redirect)
+    html = server.browser().get(consent).text
+    goes = re.search(r"your browser goes to <strong>([^<]*)</strong>", html)
+    assert goes is not None and goes.group(1) == shown, html
+    done = server.answer(consent)
+    assert done.status_code == 303
+    assert done.headers["location"].startswith(redirect + "?code=")
 
 
 def test_deny_sends_access_denied_and_the_request_cannot_be_allowed_after(server: Server):
