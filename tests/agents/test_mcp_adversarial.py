@@ -149,6 +149,41 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, 
     assert "resource_metadata=" in answer.headers["www-authenticate"]
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"name": "no_such_tool", "arguments": {}},
+        {"name": "notes_get", "arguments": {"undeclared": 1}},
+        {"name": "notes_post", "arguments": {}},
+        {"name": "notes_post", "arguments": {"body": "x"}, "requestState": "v1.AAAA"},
+        {"name": 5, "arguments": {}},
+    ],
+    ids=["unknown-tool", "undeclared-arg", "missing-arg", "forged-state", "bad-params"],
+)
+def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_a_refused_call_too(
+    served, params
+):
+    """A tool call refused before it reaches the app never reaches the session check that
+    tells of a revocation: it is a 401 all the same, not a refusal made for a revoked
+    grant (which would tell a leaked token's holder the token still gets answers)."""
+    s = served
+    token = s.alice.token("refused-after-revoke")
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    first = s.call(token, "notes_get", {})["result"]
+    assert first["isError"] is False  # the token is now known to this process
+    [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == "refused-after-revoke"]
+    assert grants.revoke(s.db, grant.id, user_id="3")
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
+    with httpx.Client(timeout=30) as http:
+        answer = http.post(s.url, json=body, headers=headers)
+        again = http.post(s.url, json=body, headers=headers)
+    for response in (answer, again):
+        assert response.status_code == 401, response.text
+        assert 'error="invalid_token"' in response.headers["www-authenticate"]
+        assert "resource_metadata=" in response.headers["www-authenticate"]
+        assert "notes_get" not in response.text and "requestState" not in response.text
+
+
 def test_a_body_read_ahead_for_the_token_check_reaches_the_sdk_whole(served):
     """/mcp reads a POST's body ahead (up to 64 KiB) to tell a tool call; the SDK still gets
     every byte, however the body is cut or however large it is."""
