@@ -221,7 +221,7 @@ class McpEndpoint:
         )
         self._manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
         metadata = AnyHttpUrl(self._settings.origin + RESOURCE_METADATA_PATH)
-        protected = RequireAuthMiddleware(self._manager.handle_request, [], metadata)
+        protected = RequireAuthMiddleware(self._answer, [], metadata)
         self._bearer = _GrantBackend(db)
         self._asgi: ASGIApp = AuthenticationMiddleware(
             AuthContextMiddleware(protected), backend=self._bearer
@@ -271,6 +271,18 @@ class McpEndpoint:
                 await self._unauthorized({**scope, "user": None}, receive, send)
 
         await self._asgi(scope, receive, send_unless_revoked)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's transport, for POST (and its own 405 to DELETE). A GET would open the
+        transport's standalone server stream, on which a stateless server never sends
+        anything: held open for as long as the client liked, one task and connection each,
+        past the grant's revocation. So it is 405, as the transport answers a server that
+        offers no such stream."""
+        if scope["method"] == "GET":
+            message = "Method Not Allowed: /mcp sends no server stream; POST each message"
+            await PlainTextResponse(message, 405, headers={"Allow": "POST"})(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
