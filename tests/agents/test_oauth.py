@@ -645,6 +645,43 @@ def test_the_consent_page_names_where_the_browser_really_goes(server: Server, re
     assert done.headers["location"].startswith(redirect + "?code=")
 
 
+def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Server):
+    """Approvals and the audit log know an agent by its name. A client that calls itself
+    after one the person already connected (``Claude Code``) must not be handed that
+    agent's name by the page, or an approval given to one would be redeemable by the
+    other's identical call, and the log could not tell them apart."""
+    db = server.app.db
+    grants.personal_token(db, user_id=USER, agent="claude-code")
+    grants.personal_token(db, user_id=USER, agent="claude-code-2")
+    grants.personal_token(db, user_id="8", agent="claude-code-3")  # another user's: free
+    revoked, _, _ = grants.personal_token(db, user_id=USER, agent="claude-code-4")
+    grants.revoke(db, revoked.id)
+    verifier, challenge = pkce()
+    client_id = server.register(name="Claude Code")
+    consent = server.consent_url(client_id, challenge)
+    browser = server.browser()
+    html = browser.get(consent).text
+    offered = re.search(r'<input id="agent" name="agent" value="([^"]*)"', html)
+    assert offered is not None and offered.group(1) == "claude-code-3", html
+    # The person presses Allow with what the page offered.
+    request_id = query_of(consent)["request"]
+    done = browser.post(
+        oauth.CONSENT_PATH,
+        data={"request": request_id, "decision": "allow", "agent": offered.group(1)},
+    )
+    code = query_of(done.headers["location"])["code"]
+    assert server.exchange(client_id, code, verifier).status_code == 200
+    live = [g.agent for g in grants.list_grants(db, USER)]
+    assert sorted(live) == ["claude-code", "claude-code-2", "claude-code-3"]
+    # A name of 64 characters still gets a free one of at most 64.
+    long_name = "x" * 64
+    grants.personal_token(db, user_id=USER, agent=long_name)
+    other = server.register(name=long_name)
+    html = browser.get(server.consent_url(other, challenge)).text
+    offered = re.search(r'<input id="agent" name="agent" value="([^"]*)"', html)
+    assert offered is not None and offered.group(1) == "x" * 62 + "-2"
+
+
 def test_deny_sends_access_denied_and_the_request_cannot_be_allowed_after(server: Server):
     client_id = server.register()
     consent = server.consent_url(client_id, pkce()[1])
