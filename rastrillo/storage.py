@@ -214,21 +214,23 @@ class Database:
         self.gate: WriteGate | None = None
         """Asked before each write transaction and told after each commit (the server's
         drain, which refuses new writes while it stops)."""
-        self._file: Path | None = None
-        self._file_identity: tuple[int, int] | None = None
+        self._file: _SQLiteFile | None = None
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                self._file = Path(parsed.database).resolve()
-                self._file.parent.mkdir(parents=True, exist_ok=True)
+                self._file = _SQLiteFile(Path(parsed.database).resolve())
             self.engine: Engine = create_engine(
                 self.url,
                 connect_args={"check_same_thread": False, "timeout": 10},
                 pool_size=_SQLITE_POOL_SIZE,
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
-            event.listen(self.engine, "do_connect", self._before_connect)
-            event.listen(self.engine, "connect", self._remember_file)
             event.listen(self.engine, "begin", _sqlite_on_begin)
+            if self._file is not None:
+                # The file's listeners, not the database's: the dialect they are kept on
+                # outlives this database (`Prepared` statements hold it), and must not keep
+                # the database alive.
+                event.listen(self.engine, "do_connect", self._file.before_connect)
+                event.listen(self.engine, "connect", self._file.connected)
             # One statement reads one consistent snapshot by itself (WAL, autocommit):
             # it needs no BEGIN and ROLLBACK around it, which cost more than a short SELECT.
             self._one_statement: Engine = self.engine.execution_options(
@@ -320,31 +322,8 @@ class Database:
             raise DatabaseUnavailable(f"the database does not answer: {exc}") from exc
 
     def _check_file(self) -> None:
-        """SQLite: the file is still the one first opened. Were it deleted, open
-        connections would go on writing into a file nobody else sees, and a new
-        connection would start an empty database beside it: both are refused."""
-        if self._file is None or self._file_identity is None:
-            return
-        try:
-            found = os.stat(self._file)
-        except FileNotFoundError:
-            raise DatabaseUnavailable(
-                f"the database file {self._file} was deleted while in use; "
-                "restore it and restart the process"
-            ) from None
-        if (found.st_dev, found.st_ino) != self._file_identity:
-            raise DatabaseUnavailable(
-                f"the database file {self._file} was replaced while in use; "
-                "restart the process to use the new file"
-            )
-
-    def _before_connect(self, *_args: Any) -> None:
-        self._check_file()
-
-    def _remember_file(self, _dbapi_connection: Any, _record: Any) -> None:
-        if self._file is not None and self._file_identity is None:
-            found = os.stat(self._file)
-            self._file_identity = (found.st_dev, found.st_ino)
+        if self._file is not None:
+            self._file.check()
 
     def query(self, sql: str | Executable | Prepared, /, **params: Any) -> Sequence[Row[Any]]:
         """Run one read query (SQL text, a built statement or a `Prepared` one) and return
@@ -577,6 +556,42 @@ class _Form:
             value if read is None else read(value)
             for value, read in zip(raw, self.read, strict=True)
         )
+
+
+class _SQLiteFile:
+    """A SQLite database's file, which must stay the one first opened. Were it deleted,
+    open connections would go on writing into a file nobody else sees, and a new
+    connection would start an empty database beside it: both are refused."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.identity: tuple[int, int] | None = None
+        """The file's device and inode, once a connection has opened it."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def check(self) -> None:
+        if self.identity is None:
+            return
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            raise DatabaseUnavailable(
+                f"the database file {self.path} was deleted while in use; "
+                "restore it and restart the process"
+            ) from None
+        if (found.st_dev, found.st_ino) != self.identity:
+            raise DatabaseUnavailable(
+                f"the database file {self.path} was replaced while in use; "
+                "restart the process to use the new file"
+            )
+
+    def before_connect(self, *_args: Any) -> None:
+        self.check()
+
+    def connected(self, _dbapi_connection: Any, _record: Any) -> None:
+        if self.identity is None:
+            found = os.stat(self.path)
+            self.identity = (found.st_dev, found.st_ino)
 
 
 class Prepared:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import logging
 import re
 import shutil
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -448,6 +450,24 @@ def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp
     refused = "ConfirmRequired" if hostile is None else "ApprovalInvalid"
     assert next(r for r in rows if r.call_id == "approval").refusal.startswith(refused)
     f.app.db.dispose()
+
+
+def test_an_app_no_one_uses_any_more_is_collected_with_its_database_and_audit_writer(tmp_path):
+    """A process that builds app after app (a test session, an app and its admin app)
+    keeps none of them alive: not through its audit writer, nor through the statements
+    every database shares, which the first one to run compiles."""
+
+    def used_once(folder: Path) -> tuple[weakref.ref[object], weakref.ref[object]]:
+        f = build(folder)
+        run(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT))
+        run(f.app, f.defs, Call(tool="me_get", args={}, actor=AGENT, session=f.session("3")))
+        audit.flush(f.app.db)
+        assert audit.latest(f.app.db, limit=5)  # its writer wrote, and the rows are there
+        return weakref.ref(f.app), weakref.ref(f.app.db)
+
+    gone = [used_once(tmp_path / str(n)) for n in range(3)]
+    gc.collect()
+    assert [(app(), db()) for app, db in gone] == [(None, None)] * 3
 
 
 def test_a_row_the_database_refuses_costs_no_other_row_and_flush_says_so(tmp_path, caplog):
