@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from starlette.responses import Response
 
 from rastrillo import visible
-from rastrillo.agents import oauth
+from rastrillo.agents import grants, oauth
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import Route
@@ -56,7 +56,8 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         request = oauth.pending(ctx.db, ctx.query.get("request", ""))
         if request is None or not ctx.actor.human:
             return _gone(ctx)
-        return page(ctx, request, request.agent_suggestion)
+        taken = {g.agent for g in grants.list_grants(ctx.db, ctx.user_id)}
+        return page(ctx, request, request.agent_suggestion(taken))
 
     @require
     def post_decision(ctx: Context) -> Response:
