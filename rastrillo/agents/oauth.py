@@ -169,7 +169,8 @@ class AuthorizationGone(LookupError):
 
 
 class BadAgentName(ValueError):
-    """The agent name the user typed is not one (letters, digits, ``_``, ``.``, ``-``)."""
+    """The agent name the user typed is not one a grant may take; the message says why,
+    for the person (:func:`grants.check_agent_name`)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,7 @@ class PendingAuthorization:
         itself after one the user already connected is not handed that agent's name, or
         the two could redeem each other's approvals and the log not tell them apart.
         """
+        taken = {*taken, *grants.RESERVED_AGENTS}
         slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
         name = slug[:64].rstrip("-._") or "agent"
         number = 1
@@ -249,7 +251,14 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
     more (only one answer counts), :class:`BadAgentName` for a bad agent name.
     """
     if not Actor.agent(agent).is_named_agent:
-        raise BadAgentName(agent)
+        raise BadAgentName(
+            "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit."
+        )
+    try:
+        grants.check_agent_name(agent)
+    except grants.GrantError as exc:
+        raise BadAgentName(str(exc)) from None
     code = secrets.token_urlsafe(32)
     now = db.clock.now()
     row = _decide(

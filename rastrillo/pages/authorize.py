@@ -76,17 +76,11 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
                     ctx.db, request_id, user_id=str(ctx.user_id), agent=agent, issuer=issuer
                 )
             )
-        except oauth.BadAgentName:
+        except oauth.BadAgentName as exc:
             request = oauth.pending(ctx.db, request_id)
             if request is None:
                 return _gone(ctx)
-            return page(
-                ctx,
-                request,
-                agent,
-                "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
-                "starting with a letter or digit.",
-            )
+            return page(ctx, request, agent, str(exc))
         except oauth.AuthorizationGone:
             return _gone(ctx)
 

@@ -682,6 +682,26 @@ def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Se
     assert offered is not None and offered.group(1) == "x" * 62 + "-2"
 
 
+def test_a_client_cannot_act_as_the_tool_console(server: Server):
+    """``agent:console`` is the tool console's: a client calling itself "Console" is
+    offered another name, and the name is refused if typed, before any code is made."""
+    verifier, challenge = pkce()
+    client_id = server.register(name="Console")
+    consent = server.consent_url(client_id, challenge)
+    html = server.browser().get(consent).text
+    offered = re.search(r'<input id="agent" name="agent" value="([^"]*)"', html)
+    assert offered is not None and offered.group(1) == "console-2", html
+    for typed in ("console", "Console"):
+        again = server.answer(consent, agent=typed)
+        assert again.status_code == 400
+        assert "tool console" in again.text
+    assert server.grants() == []
+    done = server.answer(consent, agent="console-2")
+    code = query_of(done.headers["location"])["code"]
+    assert server.exchange(client_id, code, verifier).status_code == 200
+    assert [g.agent for g in server.live_grants()] == ["console-2"]
+
+
 def test_deny_sends_access_denied_and_the_request_cannot_be_allowed_after(server: Server):
     client_id = server.register()
     consent = server.consent_url(client_id, pkce()[1])
