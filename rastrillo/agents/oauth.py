@@ -201,13 +201,14 @@ class PendingAuthorization:
 
     def agent_suggestion(self, taken: Collection[str] = ()) -> str:
         """An agent name made from the client's name (``Claude Code`` → ``claude-code``),
-        and none of ``taken``, the names of the user's live agents (``claude-code-2``).
+        and none of ``taken``, the names of the user's live agents, in any case
+        (``claude-code-2``).
 
         Approvals and the audit log know an agent by its name: a client that calls
         itself after one the user already connected is not handed that agent's name, or
         the two could redeem each other's approvals and the log not tell them apart.
         """
-        taken = {*taken, *grants.RESERVED_AGENTS}
+        taken = {t.lower() for t in taken} | grants.RESERVED_AGENTS
         slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
         name = slug[:64].rstrip("-._") or "agent"
         number = 1

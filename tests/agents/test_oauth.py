@@ -652,7 +652,7 @@ def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Se
     other's identical call, and the log could not tell them apart."""
     db = server.app.db
     grants.personal_token(db, user_id=USER, agent="claude-code")
-    grants.personal_token(db, user_id=USER, agent="claude-code-2")
+    grants.personal_token(db, user_id=USER, agent="Claude-Code-2")  # read alike: taken too
     grants.personal_token(db, user_id="8", agent="claude-code-3")  # another user's: free
     revoked, _, _ = grants.personal_token(db, user_id=USER, agent="claude-code-4")
     grants.revoke(db, revoked.id)
@@ -672,7 +672,7 @@ def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Se
     code = query_of(done.headers["location"])["code"]
     assert server.exchange(client_id, code, verifier).status_code == 200
     live = [g.agent for g in grants.list_grants(db, USER)]
-    assert sorted(live) == ["claude-code", "claude-code-2", "claude-code-3"]
+    assert sorted(live) == ["Claude-Code-2", "claude-code", "claude-code-3"]
     # A name of 64 characters still gets a free one of at most 64.
     long_name = "x" * 64
     grants.personal_token(db, user_id=USER, agent=long_name)
