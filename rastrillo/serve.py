@@ -181,9 +181,12 @@ def server_config(app: App, **listen: Any) -> uvicorn.Config:
         body_timeout=options.body_timeout,
         max_connections=fit_open_files(options.max_connections),
     )
-    return uvicorn.Config(
+    return _Config(
         app,
         **listen,
+        # On a unix socket the proxy is whoever connects: SocketProxyHeaders, not uvicorn's
+        # FORWARDED_ALLOW_IPS, says who the client is.
+        proxy_headers=listen.get("uds") is None,
         http=protocol_class(limits),
         backlog=BACKLOG,
         lifespan="on",
@@ -191,6 +194,52 @@ def server_config(app: App, **listen: Any) -> uvicorn.Config:
         log_config=None,
         server_header=False,
     )
+
+
+class _Config(uvicorn.Config):
+    """Uvicorn's config, with :class:`SocketProxyHeaders` around the app on a unix socket."""
+
+    def load(self) -> None:
+        super().load()
+        if self.uds is not None:
+            self.loaded_app = SocketProxyHeaders(self.loaded_app)
+
+
+class SocketProxyHeaders:
+    """On a unix socket, the client is the address the proxy added to X-Forwarded-For last.
+
+    Only the proxy can connect to the socket (its permissions say so), and a proxy
+    appends the address it saw to whatever X-Forwarded-For the client sent (nginx's
+    ``$proxy_add_x_forwarded_for``): every earlier entry is the client's own choice.
+    Uvicorn sees no peer address on a socket, so it either believes nothing (every
+    client one address, "unknown": one client's failed sign-ins lock out everyone) or,
+    with ``FORWARDED_ALLOW_IPS='*'``, the first entry, which lets a client write a
+    fresh address for every guess. The scheme is the proxy's X-Forwarded-Proto.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            forwarded = _last_header(scope, b"x-forwarded-for")
+            host = forwarded.rsplit(",", 1)[-1].strip() if forwarded else ""
+            if host:
+                scope["client"] = (host, 0)
+            proto = (_last_header(scope, b"x-forwarded-proto") or "").strip().lower()
+            if proto in ("http", "https"):
+                ws = scope["type"] == "websocket"
+                scope["scheme"] = proto.replace("http", "ws") if ws else proto
+        await self.app(scope, receive, send)
+
+
+def _last_header(scope: Any, name: bytes) -> str | None:
+    """The last value of header ``name``: the one the proxy set, after any the client sent."""
+    found = None
+    for key, value in scope["headers"]:
+        if key == name:
+            found = value
+    return None if found is None else found.decode("latin-1")
 
 
 class DrainingServer(uvicorn.Server):

@@ -64,3 +64,24 @@ def test_forwarded_headers_from_an_untrusted_address_are_ignored(app_dir):
         assert statuses == [400, 400, 429]
     finally:
         assert server.stop() == 0
+
+
+@pytest.mark.parametrize("allow", [None, "*"])
+def test_behind_a_proxy_on_a_unix_socket_the_client_is_the_address_the_proxy_added(
+    app_dir: Path, tmp_path: Path, allow: str | None
+) -> None:
+    """Only the proxy can reach the socket, and nginx's ``$proxy_add_x_forwarded_for``
+    appends the address it saw to whatever X-Forwarded-For the client sent. Counted by
+    the first entry (uvicorn's FORWARDED_ALLOW_IPS='*', as this page once advised), a
+    client escapes every per-address limit by writing a fresh one each time; counted as
+    nobody's address (uvicorn's default on a socket), one client locks out everyone."""
+    origin = "http://tickets.example"
+    sock = str(tmp_path / "app.sock")
+    env = {"RASTRILLO_ORIGIN": origin, **({"FORWARDED_ALLOW_IPS": allow} if allow else {})}
+    server = Server(app_dir, ["--socket", sock], origin, uds=sock, env=env)
+    try:
+        statuses = [guess(server, n, f"198.51.100.{n}, 203.0.113.7") for n in range(3)]
+        assert statuses == [400, 400, 429]
+        assert guess(server, 3, "203.0.113.8") == 400  # another client: its own count
+    finally:
+        assert server.stop() == 0
