@@ -15,7 +15,9 @@ client can set. See docs/csrf.md.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import re
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -31,6 +33,7 @@ log = logging.getLogger("rastrillo.csrf")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SAME_ORIGIN_FETCH = ("same-origin", "none")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_HOST_NAME = re.compile(r"[a-z0-9_.-]+")
 
 
 def canonical_origin(origin: str) -> str:
@@ -50,10 +53,29 @@ def canonical_origin(origin: str) -> str:
         or parts.fragment
     ):
         raise ConfigError(f"bad origin {origin!r}: want scheme://host[:port], http or https")
+    if not _is_host(parts.hostname):
+        # A browser sends an international name as its xn-- form, and nothing else as a
+        # host: compared with any other spelling, every form post would be refused.
+        raise ConfigError(
+            f"bad origin {origin!r}: write the host as browsers send it, in ASCII letters, "
+            "digits, '.', '-' (an international name as its xn-- form) or an IP address"
+        )
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     if port is None or port == _DEFAULT_PORTS[scheme]:
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
+
+
+def _is_host(hostname: str) -> bool:
+    """Whether ``hostname`` (lower case, no brackets) is a host as a browser's Origin names
+    it: an IPv6 address, or ASCII letters, digits, dots, hyphens and underscores."""
+    if ":" in hostname:
+        try:
+            ipaddress.IPv6Address(hostname)
+        except ValueError:
+            return False
+        return True
+    return _HOST_NAME.fullmatch(hostname) is not None
 
 
 def refusal(method: str, headers: Headers, origin: str) -> str | None:
