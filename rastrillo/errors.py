@@ -27,8 +27,12 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        """One line, for a terminal: a file name is anyone's choice in a cloned folder (all
+        but ``/``), so an ESC sequence or a line break in it is printed escaped."""
+        from rastrillo.visible import for_terminal  # only when a problem is shown
+
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.message}"
+        return for_terminal(f"{where}: {self.message}")
 
 
 class GenerateError(RastrilloError):
