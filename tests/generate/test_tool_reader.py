@@ -17,7 +17,7 @@ from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
 from rastrillo.generate.render import render_tools_module
 from rastrillo.generate.rules import check_registry
-from rastrillo.registry.declare import Access, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.declare import Access, Arg, ToolDef, ToolRead, ToolWrite, tool_id
 
 SOURCE = "actions/orders/[id]/cancel.POST.py"
 CANCEL = ("POST", "/orders/{id}/cancel")
@@ -475,7 +475,7 @@ def test_read_tool_never_raises_on_literal_values(
     assert all(p.file == "actions/x.POST.py" and 3 <= p.line <= 8 for p in problems)  # type: ignore[operator]
     if defn is not None:
         assert isinstance(defn.description, str) and isinstance(defn.confirm, str)
-        assert all(isinstance(k, str) and isinstance(v, str) for k, v in defn.args.items())
+        assert all(isinstance(k, str) and isinstance(v, Arg) for k, v in defn.args.items())
 
 
 # --- cross-tool rules -----------------------------------------------------------
