@@ -51,11 +51,13 @@ __all__ = [
     "ACCESS_TTL",
     "PERSONAL_TTL",
     "REFRESH_TTL",
+    "RESERVED_AGENTS",
     "Grant",
     "GrantError",
     "Tokens",
     "authenticate",
     "authenticate_until",
+    "check_agent_name",
     "create_grant",
     "get_grant",
     "grant_session",
@@ -73,6 +75,11 @@ REFRESH_TTL = timedelta(days=30)
 PERSONAL_TTL = timedelta(days=30)
 PERSONAL_CLIENT = "personal token"
 """The client name of a grant made on the agents page."""
+RESERVED_AGENTS = frozenset({"console"})
+"""Agent names no grant may take, in any case: the tool console's calls are
+``agent:console`` (``rastrillo.pages.console.AGENT``) and it runs only what it proposed,
+so a grant by that name would write audit rows that pass for the console's and share
+its approvals both ways."""
 
 Kind = Literal["access", "refresh", "personal"]
 # A prefix per kind lets a person (and a secret scanner) tell a leaked token
@@ -98,6 +105,7 @@ grants_table = Table(
     Column("revoked_at", Instant),
     Index("rastrillo_agent_grants_user", "user_id"),
 )
+
 
 def _grant_id() -> Column[str]:
     """The grant a row belongs to; the row goes when its grant does."""
@@ -192,11 +200,7 @@ def create_grant(
     ``agent`` must be a valid agent name (letters, digits, ``_``, ``.``, ``-``;
     at most 64); ``client`` is the client's name, kept printable and short.
     """
-    if not Actor.agent(agent).is_named_agent:
-        raise GrantError(
-            f"agent name {agent!r} is not valid: use letters, digits, '_', '.' or '-' "
-            "(up to 64, starting with a letter or digit)"
-        )
+    check_agent_name(agent)
     row = {
         # Hex, so an id never starts with "-" and a terminal's `agents revoke <id>` takes it.
         "id": secrets.token_hex(16),
@@ -211,6 +215,21 @@ def create_grant(
     with db.write() as conn:
         conn.execute(grants_table.insert().values(**row))
     return _grant(row)
+
+
+def check_agent_name(agent: str) -> None:
+    """Raise :class:`GrantError`, saying why, unless a grant may act as ``agent``: a valid
+    agent name, and not one of :data:`RESERVED_AGENTS`."""
+    if not Actor.agent(agent).is_named_agent:
+        raise GrantError(
+            f"agent name {agent!r} is not valid: use letters, digits, '_', '.' or '-' "
+            "(up to 64, starting with a letter or digit)"
+        )
+    if agent.lower() in RESERVED_AGENTS:
+        raise GrantError(
+            f"agent name {agent!r} is the tool console's, which no other agent may use: "
+            "choose another"
+        )
 
 
 def issue_tokens(

@@ -83,6 +83,9 @@ _STATE_KEY = "mcp-request-state"
 _REVOKED_SCOPE_KEY = "rastrillo.mcp.revoked"
 _TOOL_CALL_SCOPE_KEY = "rastrillo.mcp.tool_call"
 """True when the request's body is one ``tools/call`` (:func:`_read_ahead`)."""
+_UNCONFIRMED_SCOPE_KEY = "rastrillo.mcp.unconfirmed"
+"""True while the request's token is one remembered, not looked up, and no session check
+of the call has shown its grant live yet (:meth:`McpEndpoint.__call__`)."""
 _READ_AHEAD = 64 * 1024
 _SDK_TRANSPORT_LOG = "mcp.server.streamable_http"
 _RECHECK = timedelta(minutes=1)
@@ -115,7 +118,9 @@ class _GrantBackend(AuthenticationBackend):
     runs, in the thread hop the call has for its handler, since revoking a
     grant ends the sessions of its calls (:func:`grants.grant_session`). Then
     :class:`McpEndpoint` looks the grant up, finds it revoked and answers 401.
-    So a tool call costs one thread hop, not two.
+    So a tool call costs one thread hop, not two. A call that never reaches that
+    session check (refused before the app runs) is marked
+    (:data:`_UNCONFIRMED_SCOPE_KEY`), and its grant looked up before it is answered.
     """
 
     def __init__(self, db: Database) -> None:
@@ -126,15 +131,21 @@ class _GrantBackend(AuthenticationBackend):
         scheme, _, token = conn.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             return None
-        access = await self._access(token, tool_call=conn.scope.get(_TOOL_CALL_SCOPE_KEY, False))
+        key = hashlib.sha256(token.encode()).digest()
+        known = self._checked.get(key)
+        if (
+            conn.scope.get(_TOOL_CALL_SCOPE_KEY, False)
+            and known is not None
+            and self.db.clock.now() < known[1]
+        ):
+            conn.scope[_UNCONFIRMED_SCOPE_KEY] = True
+            return AuthCredentials([]), AuthenticatedUser(known[0])
+        access = await self._access(token, key)
         return None if access is None else (AuthCredentials([]), AuthenticatedUser(access))
 
-    async def _access(self, token: str, *, tool_call: bool) -> GrantToken | None:
-        key = hashlib.sha256(token.encode()).digest()
+    async def _access(self, token: str, key: bytes) -> GrantToken | None:
+        """The token looked up in the store, and remembered for a minute at most."""
         now = self.db.clock.now()
-        known = self._checked.get(key)
-        if tool_call and known is not None and now < known[1]:
-            return known[0]
         found = await threads.in_thread(grants.authenticate_until, self.db, token)
         if found is None:
             self._checked.pop(key, None)
@@ -152,6 +163,15 @@ class _GrantBackend(AuthenticationBackend):
     def forget(self, access: GrantToken) -> None:
         """The next request with this token reads the store again."""
         self._checked.pop(access.key, None)
+
+    async def live(self, access: GrantToken) -> bool:
+        """Whether the remembered token's grant is still live, read from the store; if not,
+        the token is forgotten."""
+        grant = await threads.in_thread(grants.get_grant, self.db, access.grant.id)
+        if grant is None or grant.revoked_at is not None:
+            self.forget(access)
+            return False
+        return True
 
 
 @dataclass
@@ -201,7 +221,7 @@ class McpEndpoint:
         )
         self._manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
         metadata = AnyHttpUrl(self._settings.origin + RESOURCE_METADATA_PATH)
-        protected = RequireAuthMiddleware(self._manager.handle_request, [], metadata)
+        protected = RequireAuthMiddleware(self._answer, [], metadata)
         self._bearer = _GrantBackend(db)
         self._asgi: ASGIApp = AuthenticationMiddleware(
             AuthContextMiddleware(protected), backend=self._bearer
@@ -235,6 +255,14 @@ class McpEndpoint:
             scope[_TOOL_CALL_SCOPE_KEY], receive = await _read_ahead(receive)
 
         async def send_unless_revoked(message: Message) -> None:
+            if message["type"] == "http.response.start" and scope.pop(
+                _UNCONFIRMED_SCOPE_KEY, False
+            ):
+                # A tool call answered on a remembered token without the session check
+                # that tells of a revocation (refused before the app ran): the store says.
+                access = _grant_token(scope)
+                if access is None or not await self._bearer.live(access):
+                    scope[_REVOKED_SCOPE_KEY] = True
             if not scope.get(_REVOKED_SCOPE_KEY):
                 await send(message)
             elif message["type"] == "http.response.start":
@@ -243,6 +271,18 @@ class McpEndpoint:
                 await self._unauthorized({**scope, "user": None}, receive, send)
 
         await self._asgi(scope, receive, send_unless_revoked)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's transport, for POST (and its own 405 to DELETE). A GET would open the
+        transport's standalone server stream, on which a stateless server never sends
+        anything: held open for as long as the client liked, one task and connection each,
+        past the grant's revocation. So it is 405, as the transport answers a server that
+        offers no such stream."""
+        if scope["method"] == "GET":
+            message = "Method Not Allowed: /mcp sends no server stream; POST each message"
+            await PlainTextResponse(message, 405, headers={"Allow": "POST"})(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -281,10 +321,12 @@ class McpEndpoint:
             return _refusal(str(exc))
         except ToolError as exc:
             return _refusal(str(exc))
+        assert ctx.request is not None  # a request over HTTP: _access_of found its user
         if result is None:
-            assert ctx.request is not None  # a request over HTTP: _access_of found its user
             ctx.request.scope[_REVOKED_SCOPE_KEY] = True
             return _refusal("This connection was revoked by the user.")
+        # The app ran the call in the grant's session: the session check showed it live.
+        ctx.request.scope.pop(_UNCONFIRMED_SCOPE_KEY, None)
         return _result(result)
 
     async def _dispatch(
@@ -337,9 +379,17 @@ def _clears_cookie(result: Result, cookie: str) -> bool:
 
 
 def _access_of(ctx: ServerRequestContext[Any]) -> GrantToken:
-    user = ctx.request.scope.get("user") if ctx.request is not None else None
-    if not isinstance(user, AuthenticatedUser) or not isinstance(user.access_token, GrantToken):
+    access = _grant_token(ctx.request.scope) if ctx.request is not None else None
+    if access is None:
         raise RuntimeError("an /mcp request reached a tool without a grant")
+    return access
+
+
+def _grant_token(scope: Scope) -> GrantToken | None:
+    """The grant token the bearer check found for this request, if it found one."""
+    user = scope.get("user")
+    if not isinstance(user, AuthenticatedUser) or not isinstance(user.access_token, GrantToken):
+        return None
     return user.access_token
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -169,7 +169,8 @@ class AuthorizationGone(LookupError):
 
 
 class BadAgentName(ValueError):
-    """The agent name the user typed is not one (letters, digits, ``_``, ``.``, ``-``)."""
+    """The agent name the user typed is not one a grant may take; the message says why,
+    for the person (:func:`grants.check_agent_name`)."""
 
 
 @dataclass(frozen=True)
@@ -185,19 +186,37 @@ class PendingAuthorization:
 
     @property
     def redirect_host(self) -> str:
-        """Where the browser goes after the answer: the host, or the scheme of an app's own."""
+        """Where the browser goes after the answer: the host of an ``https`` or loopback
+        URI, or the scheme of an app's own. Only the scheme, for an app's own: the app that
+        claims the scheme gets the answer whatever follows it, so a host written there
+        (``com.evil.app://claude.ai/cb``) is not where it goes, and is not shown."""
         parts = urlsplit(self.redirect_uri)
-        return parts.hostname or f"{parts.scheme}:"
+        if parts.scheme in ("http", "https"):
+            return parts.hostname or ""
+        return f"{parts.scheme}:"
 
     @property
     def loopback(self) -> bool:
         return urlsplit(self.redirect_uri).scheme == "http"
 
-    @property
-    def agent_suggestion(self) -> str:
-        """An agent name made from the client's name (``Claude Code`` → ``claude-code``)."""
+    def agent_suggestion(self, taken: Collection[str] = ()) -> str:
+        """An agent name made from the client's name (``Claude Code`` → ``claude-code``),
+        and none of ``taken``, the names of the user's live agents, in any case
+        (``claude-code-2``).
+
+        Approvals and the audit log know an agent by its name: a client that calls
+        itself after one the user already connected is not handed that agent's name, or
+        the two could redeem each other's approvals and the log not tell them apart.
+        """
+        taken = {t.lower() for t in taken} | grants.RESERVED_AGENTS
         slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
-        return slug[:64].rstrip("-._") or "agent"
+        name = slug[:64].rstrip("-._") or "agent"
+        number = 1
+        while name in taken:
+            number += 1
+            suffix = f"-{number}"
+            name = (slug[: 64 - len(suffix)].rstrip("-._") or "agent") + suffix
+        return name
 
 
 def pending(db: Database, request_id: str) -> PendingAuthorization | None:
@@ -233,7 +252,14 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
     more (only one answer counts), :class:`BadAgentName` for a bad agent name.
     """
     if not Actor.agent(agent).is_named_agent:
-        raise BadAgentName(agent)
+        raise BadAgentName(
+            "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit."
+        )
+    try:
+        grants.check_agent_name(agent)
+    except grants.GrantError as exc:
+        raise BadAgentName(str(exc)) from None
     code = secrets.token_urlsafe(32)
     now = db.clock.now()
     row = _decide(

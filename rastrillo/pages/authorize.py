@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from starlette.responses import Response
 
 from rastrillo import visible
-from rastrillo.agents import oauth
+from rastrillo.agents import grants, oauth
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import Route
@@ -56,7 +56,8 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         request = oauth.pending(ctx.db, ctx.query.get("request", ""))
         if request is None or not ctx.actor.human:
             return _gone(ctx)
-        return page(ctx, request, request.agent_suggestion)
+        taken = {g.agent for g in grants.list_grants(ctx.db, ctx.user_id)}
+        return page(ctx, request, request.agent_suggestion(taken))
 
     @require
     def post_decision(ctx: Context) -> Response:
@@ -75,17 +76,11 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
                     ctx.db, request_id, user_id=str(ctx.user_id), agent=agent, issuer=issuer
                 )
             )
-        except oauth.BadAgentName:
+        except oauth.BadAgentName as exc:
             request = oauth.pending(ctx.db, request_id)
             if request is None:
                 return _gone(ctx)
-            return page(
-                ctx,
-                request,
-                agent,
-                "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
-                "starting with a letter or digit.",
-            )
+            return page(ctx, request, agent, str(exc))
         except oauth.AuthorizationGone:
             return _gone(ctx)
 

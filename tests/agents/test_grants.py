@@ -232,3 +232,19 @@ def test_a_client_name_is_kept_printable_and_short(db):
     assert len(grant.client) == 100
     assert grants.get_grant(db, grant.id).client == grant.client
     assert grants.create_grant(db, user_id="3", agent="a", client=" ").client == "unnamed client"
+
+
+@pytest.mark.parametrize("agent", ["console", "Console", "CONSOLE"])
+def test_no_grant_may_take_the_tool_consoles_agent_name(db, agent):
+    """The tool console's calls are ``agent:console``, and it runs only what it proposed:
+    a grant by that name would write rows that pass for the console's, and share its
+    approvals both ways."""
+    from rastrillo.pages import console
+
+    assert console.AGENT in grants.RESERVED_AGENTS
+    with pytest.raises(GrantError, match="console"):
+        grants.create_grant(db, user_id="3", agent=agent, client="Console")
+    with pytest.raises(GrantError, match="console"):
+        grants.personal_token(db, user_id="3", agent=agent)
+    assert grants.list_grants(db) == []
+    assert grants.personal_token(db, user_id="3", agent="console-2")[0].agent == "console-2"

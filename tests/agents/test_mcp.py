@@ -194,3 +194,21 @@ def test_the_request_state_key_is_made_once_and_kept_by_every_process(db_url):
     finally:
         for db in databases:
             db.dispose()
+
+
+def test_a_get_opens_no_stream_that_would_outlive_its_grant(served):
+    """Every /mcp answer is one JSON reply to one POST: nothing is ever sent on a
+    standalone server stream. A GET is 405 (the transport's answer for "no stream here"),
+    not a stream held open for as long as the client likes, past the grant's revocation."""
+    server, db, _ = served
+    alice = Person(server.base_url, db, "3")
+    token = alice.token("listener")
+    headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        unauthorized = http.get("/mcp", headers=headers)
+        assert unauthorized.status_code == 401  # discovery still starts from /mcp
+        assert "resource_metadata=" in unauthorized.headers["www-authenticate"]
+        with http.stream("GET", "/mcp", headers={**headers, "Authorization": f"Bearer {token}"}
+                         ) as answer:
+            assert answer.status_code == 405
+            assert answer.headers["allow"] == "POST"

@@ -149,6 +149,132 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, 
     assert "resource_metadata=" in answer.headers["www-authenticate"]
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"name": "no_such_tool", "arguments": {}},
+        {"name": "notes_get", "arguments": {"undeclared": 1}},
+        {"name": "notes_post", "arguments": {}},
+        {"name": "notes_post", "arguments": {"body": "x"}, "requestState": "v1.AAAA"},
+        {"name": 5, "arguments": {}},
+    ],
+    ids=["unknown-tool", "undeclared-arg", "missing-arg", "forged-state", "bad-params"],
+)
+def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_a_refused_call_too(
+    served, params
+):
+    """A tool call refused before it reaches the app never reaches the session check that
+    tells of a revocation: it is a 401 all the same, not a refusal made for a revoked
+    grant (which would tell a leaked token's holder the token still gets answers)."""
+    s = served
+    token = s.alice.token("refused-after-revoke")
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    first = s.call(token, "notes_get", {})["result"]
+    assert first["isError"] is False  # the token is now known to this process
+    [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == "refused-after-revoke"]
+    assert grants.revoke(s.db, grant.id, user_id="3")
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
+    with httpx.Client(timeout=30) as http:
+        answer = http.post(s.url, json=body, headers=headers)
+        again = http.post(s.url, json=body, headers=headers)
+    for response in (answer, again):
+        assert response.status_code == 401, response.text
+        assert 'error="invalid_token"' in response.headers["www-authenticate"]
+        assert "resource_metadata=" in response.headers["www-authenticate"]
+        assert "notes_get" not in response.text and "requestState" not in response.text
+
+
+def _write(body: str, **params: object) -> dict:
+    return {"name": "notes_post", "arguments": {"body": body}, **params}
+
+
+@pytest.mark.parametrize(
+    ("message", "status"),
+    [
+        # JSON-RPC batches are gone from MCP: refused whole, no member runs.
+        ([{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": _write("batch")}], 400),
+        ([], 400),
+        # A call without a usable id is a notification: answered 202, run never.
+        *(
+            ({"jsonrpc": "2.0", "id": odd, "method": "tools/call", "params": _write("odd id")},
+             202)
+            for odd in (None, True, 1.5, [1], {"a": 1})
+        ),
+        ({"jsonrpc": "2.0", "method": "tools/call", "params": _write("no id")}, 202),
+        ({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}, 200),
+        ({"jsonrpc": "2.0", "id": 1, "method": "admin/wipe"}, 200),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+          "params": _write("meta", _meta={"rastrillo/approval": {"id": "a" * 48}})}, 200),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"admin_wipe_post",'
+         '"arguments":{"x":' + "[" * 50_000 + "]" * 50_000 + "}}}", 400),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes_post",'
+         '"arguments":{"body":"' + "b" * 5_000_000 + '"}}}', 413),
+    ],
+    ids=["batch", "empty-batch", "id-null", "id-bool", "id-float", "id-list", "id-object",
+         "no-id", "unknown-method", "made-up-method", "meta-approval", "deep", "huge"],
+)
+def test_odd_json_rpc_runs_nothing_and_asks_no_approval(served, message, status):
+    """Whatever shape a hostile client gives a message, what is not a well-formed
+    ``tools/call`` of a registered tool runs nothing, and proposes no write either."""
+    s = served
+    token = getattr(served, "_odd_token", None) or s.alice.token("odd")
+    served._odd_token = token
+    headers = {**HEADERS, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    content = message if isinstance(message, str) else json.dumps(message)
+    before = s.notes(), s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n
+    with httpx.Client(timeout=60) as http:
+        answer = http.post(s.url, content=content, headers=headers)
+    assert answer.status_code == status, answer.text
+    if status == 200:  # a JSON-RPC answer; a write proposed would be a result with _meta
+        assert "result" not in answer.json() or answer.json()["result"]["isError"] is True
+    assert "TOPSECRET" not in answer.text and "wiped" not in answer.text
+    after = s.notes(), s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n
+    if "_meta" in content:
+        # A _meta approval is no approval: the call is proposed as any first call is.
+        assert after[0] == before[0] and after[1] == before[1] + 1
+        assert "Not run yet" in text(answer.json()["result"])
+    else:
+        assert after == before
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_write_approved_then_revoked_does_not_run(served, mode):
+    """The user approved the call, then revoked the agent: the identical call, or the
+    retry with its request state, on a token the server checked a moment ago, is a 401 and
+    runs nothing."""
+    s = served
+    agent = f"approved-{mode}"
+    token = s.alice.token(agent)
+    args = {"body": f"approved then revoked {mode}"}
+    statuses: list[int] = []
+
+    async def note(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    async def session() -> None:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  event_hooks={"response": [note]})
+        async with http, Client(streamable_http_client(s.url, http_client=http),
+                                mode=mode, elicitation_callback=_never) as client:
+            first = await client.session.call_tool("notes_post", args,
+                                                   allow_input_required=True)
+            if isinstance(first, types.InputRequiredResult):
+                [elicit] = first.input_requests.values()
+                url, state = elicit.params.url, first.request_state
+            else:
+                url, state = first.meta["rastrillo/approval"]["url"], None
+            await anyio.to_thread.run_sync(s.alice.decide, url)
+            [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == agent]
+            assert grants.revoke(s.db, grant.id, user_id="3")
+            with pytest.raises(MCPError):
+                await client.session.call_tool("notes_post", args, request_state=state,
+                                               allow_input_required=True)
+            assert statuses[-1] == 401
+
+    anyio.run(session)
+    assert ("3", args["body"]) not in s.notes()
+
+
 def test_a_body_read_ahead_for_the_token_check_reaches_the_sdk_whole(served):
     """/mcp reads a POST's body ahead (up to 64 KiB) to tell a tool call; the SDK still gets
     every byte, however the body is cut or however large it is."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import re
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -619,6 +620,86 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
     assert "U+001B</span>[31m<span" in html and "U+202E</span>oC edualC" in html
     assert 'title="line break"' in html
     assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
+
+
+@pytest.mark.parametrize(
+    ("redirect", "shown"),
+    [
+        (WEB_REDIRECT, "app.example"),
+        ("http://[::1]:8123/cb", "::1"),
+        ("com.evil.app:/cb", "com.evil.app:"),
+        # An app's own scheme may carry what looks like a web host: the browser goes to the
+        # app that claims the scheme, whatever follows it, so the page names the scheme.
+        ("com.evil.app://app.example/oauth/cb", "com.evil.app:"),
+        ("com.evil.app://app.example:443/oauth/cb", "com.evil.app:"),
+    ],
+)
+def test_the_consent_page_names_where_the_browser_really_goes(server: Server, redirect, shown):
+    client_id = server.register(redirect, name="App Example")
+    consent = server.consent_url(client_id, pkce()[1], redirect_uri=redirect)
+    html = server.browser().get(consent).text
+    goes = re.search(r"your browser goes to <strong>([^<]*)</strong>", html)
+    assert goes is not None and goes.group(1) == shown, html
+    done = server.answer(consent)
+    assert done.status_code == 303
+    assert done.headers["location"].startswith(redirect + "?code=")
+
+
+def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Server):
+    """Approvals and the audit log know an agent by its name. A client that calls itself
+    after one the person already connected (``Claude Code``) must not be handed that
+    agent's name by the page, or an approval given to one would be redeemable by the
+    other's identical call, and the log could not tell them apart."""
+    db = server.app.db
+    grants.personal_token(db, user_id=USER, agent="claude-code")
+    grants.personal_token(db, user_id=USER, agent="Claude-Code-2")  # read alike: taken too
+    grants.personal_token(db, user_id="8", agent="claude-code-3")  # another user's: free
+    revoked, _, _ = grants.personal_token(db, user_id=USER, agent="claude-code-4")
+    grants.revoke(db, revoked.id)
+    verifier, challenge = pkce()
+    client_id = server.register(name="Claude Code")
+    consent = server.consent_url(client_id, challenge)
+    browser = server.browser()
+    html = browser.get(consent).text
+    offered = re.search(r'<input id="agent" name="agent" value="([^"]*)"', html)
+    assert offered is not None and offered.group(1) == "claude-code-3", html
+    # The person presses Allow with what the page offered.
+    request_id = query_of(consent)["request"]
+    done = browser.post(
+        oauth.CONSENT_PATH,
+        data={"request": request_id, "decision": "allow", "agent": offered.group(1)},
+    )
+    code = query_of(done.headers["location"])["code"]
+    assert server.exchange(client_id, code, verifier).status_code == 200
+    live = [g.agent for g in grants.list_grants(db, USER)]
+    assert sorted(live) == ["Claude-Code-2", "claude-code", "claude-code-3"]
+    # A name of 64 characters still gets a free one of at most 64.
+    long_name = "x" * 64
+    grants.personal_token(db, user_id=USER, agent=long_name)
+    other = server.register(name=long_name)
+    html = browser.get(server.consent_url(other, challenge)).text
+    offered = re.search(r'<input id="agent" name="agent" value="([^"]*)"', html)
+    assert offered is not None and offered.group(1) == "x" * 62 + "-2"
+
+
+def test_a_client_cannot_act_as_the_tool_console(server: Server):
+    """``agent:console`` is the tool console's: a client calling itself "Console" is
+    offered another name, and the name is refused if typed, before any code is made."""
+    verifier, challenge = pkce()
+    client_id = server.register(name="Console")
+    consent = server.consent_url(client_id, challenge)
+    html = server.browser().get(consent).text
+    offered = re.search(r'<input id="agent" name="agent" value="([^"]*)"', html)
+    assert offered is not None and offered.group(1) == "console-2", html
+    for typed in ("console", "Console"):
+        again = server.answer(consent, agent=typed)
+        assert again.status_code == 400
+        assert "tool console" in again.text
+    assert server.grants() == []
+    done = server.answer(consent, agent="console-2")
+    code = query_of(done.headers["location"])["code"]
+    assert server.exchange(client_id, code, verifier).status_code == 200
+    assert [g.agent for g in server.live_grants()] == ["console-2"]
 
 
 def test_deny_sends_access_denied_and_the_request_cannot_be_allowed_after(server: Server):
