@@ -46,7 +46,7 @@ from rastrillo.options import Options
 from rastrillo.pages import console
 from rastrillo.pages.agents import agents_routes
 from rastrillo.pages.approvals import approval_routes
-from rastrillo.pages.headers import SecurityHeaders
+from rastrillo.pages.headers import FRAMEWORK_PREFIX, SecurityHeaders, secured
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
 from rastrillo.routing import Match, Route, Router
@@ -196,6 +196,10 @@ class App:
                 return
             mounted = self._mounted.get(path)
             if mounted is not None:
+                # The OAuth endpoints under /_rastrillo/ are framework pages as much as the
+                # approval page is: they get its headers though they skip its middleware.
+                if path.startswith(FRAMEWORK_PREFIX):
+                    send = secured(send, override=True)
                 await mounted.handle(scope, receive, send)
                 return
             endpoint = self._endpoints.get(path)

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.errors import ConfigError
+from rastrillo.visible import for_terminal
 
 log = logging.getLogger("rastrillo.csrf")
 
@@ -93,7 +94,9 @@ class CSRFMiddleware:
         ):
             reason = refusal(scope["method"], Headers(scope=scope), self.origin)
             if reason is not None:
-                client = (scope.get("client") or ("?", 0))[0]
+                # The client is whatever a trusted proxy's X-Forwarded-For said: any byte
+                # a header allows, C1 controls included, so it is escaped like the rest.
+                client = for_terminal((scope.get("client") or ("?", 0))[0])
                 log.warning(
                     "CSRF refused %s %r from %s: %s", scope["method"], scope["path"], client, reason
                 )

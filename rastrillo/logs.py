@@ -6,6 +6,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from rastrillo.visible import for_terminal
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 REPEAT_WINDOW = 60.0
 """A message repeated within this many seconds is counted, not written again."""
@@ -40,10 +42,29 @@ class RepeatFilter(logging.Filter):
         return True
 
 
+class OneLineFilter(logging.Filter):
+    """A record's message on one line, each control or invisible character escaped.
+
+    What a client chose reaches messages as their arguments: uvicorn's access line
+    names the client address, which is what a trusted proxy's X-Forwarded-For says,
+    any byte a header allows. A C1 CSI there drives the terminal tailing the log; a
+    NEL or a line separator starts a line that reads as another record. A traceback
+    is not the message and keeps its lines.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        escaped = for_terminal(message)
+        if escaped != message:
+            record.msg, record.args = escaped, None
+        return True
+
+
 def configure_logging() -> None:
-    """INFO logs to stderr with time and logger name, repeats held back, unless the app
-    configured logging."""
+    """INFO logs to stderr with time and logger name, repeats held back, each message on
+    one line, unless the app configured logging."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format=FORMAT)
         for handler in logging.getLogger().handlers:
-            handler.addFilter(RepeatFilter())
+            handler.addFilter(RepeatFilter())  # first: it keys on the message's template
+            handler.addFilter(OneLineFilter())

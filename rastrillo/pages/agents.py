@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from starlette.responses import Response
 
+from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.routing import Route
@@ -71,6 +72,10 @@ def _page(ctx: Context, mcp_url: str, status: int = 200, **extra: object) -> Res
         "_rastrillo/agents.html",
         status=status,
         grants=grants.list_grants(ctx.db, ctx.user_id),
+        # A client's name is what it called itself at registration, anyone's choice:
+        # shown as the consent page shows it, every invisible character marked.
+        parts=visible.parts,
+        plain=visible.for_terminal,
         mcp_url=mcp_url,
         agents_path=AGENTS_PATH,
         **extra,

@@ -11,7 +11,9 @@ takes its count back.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import Column, Connection, Integer, String, Table, delete, select
@@ -42,8 +44,26 @@ def account_key(account: str) -> str:
 
 def address_key(address: str, purpose: str = "address") -> str:
     """The key of a client address's count; ``purpose`` (at most 16 characters) keeps the
-    counts of different limits apart."""
-    return f"{purpose}:{address[:64]}"
+    counts of different limits apart. The address is counted as :func:`client_of` says."""
+    return f"{purpose}:{client_of(address)[:63]}"
+
+
+def client_of(address: str) -> str:
+    """The client an address stands for: an IPv6 address's /64, an IPv4 address however
+    it is written (``::ffff:203.0.113.7`` is ``203.0.113.7``), anything else as it is.
+
+    A host is given a whole /64 and may use any address in it, so counting IPv6
+    addresses one by one would give one client 2**64 limits instead of one.
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv4Address):
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
 
 
 def take_attempt(
@@ -62,6 +82,7 @@ def take_attempt(
         ]
         if waits:
             raise TooManyAttempts(max(1, math.ceil(max(waits))), what)
+        _forget_passed(conn, t, window, rows)
         for key, (attempts, start) in rows.items():
             _save(conn, key, attempts + 1, start)
 
@@ -74,6 +95,28 @@ def give_back(db: Database, keys: list[str]) -> None:
             row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
             if row is not None:
                 _save(conn, key, max(0, row.attempts - 1), row.window_start)
+
+
+def _forget_passed(conn: Connection, t: datetime, window: timedelta, keys: Iterable[str]) -> None:
+    """Delete the counts whose window has passed, of each kind of key counted here.
+
+    Each name an unauthenticated client tries leaves a count; kept, they would grow
+    the table by a row per name, for ever. A kind (``account``, ``address``, an OAuth
+    purpose) is counted over one window; its own row, its name alone, says when its
+    passed counts were last deleted, so they are looked for once a window, not at
+    every attempt.
+    """
+    for kind in {key.partition(":")[0] for key in keys}:
+        if _current(conn, kind, t, window)[0]:
+            continue
+        conn.execute(
+            delete(attempts_table).where(
+                attempts_table.c.key > kind + ":",
+                attempts_table.c.key < kind + ";",  # ";" follows ":": every "kind:…" key
+                attempts_table.c.window_start <= t - window,
+            )
+        )
+        _save(conn, kind, 1, t)
 
 
 def _current(

@@ -110,3 +110,20 @@ def test_a_token_outlives_the_users_signed_in_sessions(t):
     assert proposed["isError"] is True and "approve" in proposed["content"][0]["text"]
     approval = proposed["_meta"]["rastrillo/approval"]["id"]
     assert consent.get(t.db, approval).user_id == "3"
+
+
+def test_a_hostile_client_name_is_listed_with_every_character_shown(t):
+    """Anyone can register an OAuth client under any name, and the person reads this
+    list to choose what to revoke: a name padded with a zero-width space or a word
+    joiner, or split by a line separator, must not pass for another client's. Control
+    and bidirectional characters are replaced when the grant is stored; the others are
+    shown as the consent page shows them, each as its labelled mark, and named escaped
+    in the Revoke button's label."""
+    hostile = "Claude\u2028Desktop\u200b\u2060\u3164"
+    grants.create_grant(t.db, user_id="3", agent="assistant", client=hostile)
+    page = signed_in(t, "3").get("/_rastrillo/agents").text
+    assert not any(c in page for c in "\u2028\u200b\u2060\u3164")
+    for label in ("U+2028", "U+200B", "U+2060", "U+3164"):
+        assert f'title="an invisible character, {label}">{label}</span>' in page
+    revoke = 'aria-label="Revoke assistant (Claude\\u2028Desktop\\u200b\\u2060\\u3164)"'
+    assert revoke in page

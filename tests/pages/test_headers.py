@@ -3,16 +3,19 @@ get the same with one switch, and the scaffold and the demo turn it on."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import httpx
 import pytest
 from httpx import Headers
 
 from rastrillo.cli.new import scaffold
 from rastrillo.pages.console import CONSOLE_PATH
-from rastrillo.pages.headers import HEADERS
-from rastrillo.testing import TestApp
+from rastrillo.pages.headers import FRAMEWORK_PREFIX, HEADERS
+from rastrillo.testing import TestApp, live_server
 from tests.support import write_app
+from tests.tools._tools_app import build as tools_app
 
 ROOT = Path(__file__).resolve().parents[2]
 TICKETS = ROOT / "examples" / "tickets"
@@ -106,3 +109,26 @@ def test_the_demo_and_the_scaffold_turn_it_on(tmp_path: Path) -> None:
     for app_dir in (TICKETS, new_app):
         client = TestApp(app_dir, tmp_path / app_dir.name).client
         expect_secured(client.get("/", follow_redirects=False).headers)
+
+
+def test_every_response_under_the_framework_prefix_has_them_oauth_endpoints_too(
+    tmp_path: Path,
+) -> None:
+    """The OAuth endpoints sit under /_rastrillo/ but are answered before the middleware:
+    they too are framework pages, and the promise is every response under the prefix."""
+    options = dataclasses.replace(tools_app(tmp_path).options, mcp=True)
+    with live_server(options) as app, httpx.Client(base_url=app.origin) as client:
+        answers = [
+            client.get("/_rastrillo/oauth/authorize?client_id=x&response_type=code"),
+            client.post("/_rastrillo/oauth/token", data={"grant_type": "authorization_code"}),
+            client.post(
+                "/_rastrillo/oauth/register",
+                json={"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "<b>x</b>"},
+            ),
+            client.post("/_rastrillo/oauth/revoke", data={"token": "x"}),
+            client.get("/_rastrillo/oauth/token"),
+            client.get("/_rastrillo/agents", follow_redirects=False),
+        ]
+    for answer in answers:
+        assert answer.request.url.path.startswith(FRAMEWORK_PREFIX)
+        expect_secured(answer.headers)

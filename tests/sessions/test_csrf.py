@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from starlette.datastructures import Headers
 
-from rastrillo import Actor
+from rastrillo import Actor, visible
 from rastrillo.app import App
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.csrf import canonical_origin, refusal
@@ -71,6 +71,24 @@ def test_refusal_is_a_short_plain_403_and_logged(app: App, caplog) -> None:
     assert response.headers["content-type"].startswith("text/plain")
     assert response.text == "Cross-site request refused."
     assert any("CSRF refused POST '/change'" in r.getMessage() for r in caplog.records)
+
+
+def test_a_refusals_log_line_shows_a_hostile_client_address_escaped_on_one_line(
+    app: App, caplog
+) -> None:
+    """The client address is what a proxy on this host says (X-Forwarded-For), so any
+    byte HTTP allows in a header: C1 controls (CSI drives a terminal, NEL breaks a line)
+    must reach the log escaped, as the path and the reason do."""
+    forged = b"\x9b2J\x85CSRF allowed POST '/change' from 10.0.0.1"
+    with caplog.at_level(logging.WARNING, logger="rastrillo.csrf"):
+        response = httpx.post(
+            app.origin + "/change", headers={"Origin": FOREIGN, "X-Forwarded-For": forged}
+        )
+    assert response.status_code == 403
+    [line] = [r.getMessage() for r in caplog.records if r.name == "rastrillo.csrf"]
+    assert line.startswith("CSRF refused POST '/change' from \\x9b2J\\x85CSRF allowed")
+    assert len(line.splitlines()) == 1
+    assert not any(visible.is_hidden(c) for c in line)
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from rastrillo import sessions
 from rastrillo.app import App
-from rastrillo.sessions import passwords
+from rastrillo.sessions import passwords, throttle
 from tests.sessions._sessions_app import PASSWORD, Clock
 
 Browser = Callable[[App], httpx.Client]
@@ -83,6 +84,71 @@ def test_failures_are_limited_per_address(
     assert attempt(client, "bob@example.com", PASSWORD).status_code == 429
     clock.advance(10 * 60)
     assert attempt(client, "bob@example.com", PASSWORD).text == "welcome"
+
+
+def attempt_from(client: httpx.Client, address: str, email: str, password: str) -> httpx.Response:
+    """An attempt from ``address``, as a reverse proxy on this host reports it (uvicorn
+    believes X-Forwarded-For from 127.0.0.1)."""
+    return client.post(
+        "/signin",
+        data={"email": email, "password": password},
+        headers={"X-Forwarded-For": address},
+    )
+
+
+def test_an_ipv6_client_cannot_dodge_the_address_limit_within_its_64(
+    serve: Callable[..., App], browser: Browser
+) -> None:
+    """A host is given a whole /64 and picks any address in it at will: counting each
+    address alone would give one client 2**64 times the limit, across every account."""
+    app = serve(sign_in_rate_limit=LIMIT)
+    client = browser(app)
+    for n in range(6):  # six addresses of one /64, spread over accounts
+        address = f"2001:db8:1:2:{n:x}::{n + 1:x}"
+        assert attempt_from(client, address, f"user{n}@example.com", "guess").status_code == 400
+    refused = attempt_from(client, "2001:db8:1:2:ffff:ffff:ffff:fffe", "bob@example.com", PASSWORD)
+    assert refused.status_code == 429
+    assert attempt_from(client, "2001:db8:1:3::1", "bob@example.com", PASSWORD).text == "welcome"
+
+
+def test_an_ipv4_address_counts_the_same_written_as_ipv6(
+    serve: Callable[..., App], browser: Browser
+) -> None:
+    """A dual-stack server reports an IPv4 client as ``::ffff:a.b.c.d``: one client, one
+    count, however it is written."""
+    app = serve(sign_in_rate_limit=LIMIT)
+    client = browser(app)
+    for n in range(6):
+        address = "203.0.113.7" if n % 2 else "::ffff:203.0.113.7"
+        assert attempt_from(client, address, f"user{n}@example.com", "guess").status_code == 400
+    assert attempt_from(client, "203.0.113.7", "bob@example.com", PASSWORD).status_code == 429
+    assert attempt_from(client, "::ffff:203.0.113.8", "bob@example.com", PASSWORD).text == "welcome"
+
+
+def counted(app: App) -> list[str]:
+    """The keys the attempts table holds a count for (a kind's own row, saying when its
+    passed counts were last deleted, is no count: its key has no ``:``)."""
+    with app.db.read() as conn:
+        keys = conn.execute(select(throttle.attempts_table.c.key)).scalars()
+        return [key for key in keys if ":" in key]
+
+
+def test_counts_whose_window_passed_are_deleted_not_kept_for_ever(
+    serve: Callable[..., App], browser: Browser, clock: Clock
+) -> None:
+    """Every account name tried leaves a row counting it. Kept after its window they
+    would let an unauthenticated client grow the database by a row for every name it
+    tries, for ever; once the window has passed they count nothing and are deleted."""
+    app = serve(sign_in_rate_limit=LIMIT)
+    client = browser(app)
+    for n in range(5):
+        assert attempt(client, f"user{n}@example.com", "guess").status_code == 400
+    assert len(counted(app)) == 6  # five accounts and one address
+    clock.advance(10 * 60)
+    assert attempt(client, "ada@example.com", "guess").status_code == 400
+    assert sorted(counted(app)) == sorted(
+        [throttle.account_key("ada@example.com"), throttle.address_key("127.0.0.1")]
+    )
 
 
 def test_a_success_does_not_count_as_a_failure(serve: Callable[..., App], browser: Browser) -> None:
