@@ -129,6 +129,10 @@ _PRIVATE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
 _LOOPBACK = frozenset({"127.0.0.1", "[::1]", "localhost"})
 _GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 _CLIENT_NAME_MAX = 100
+_REDIRECT_URIS_MAX = 10
+_REGISTRATION_MAX = 8 * 1024
+"""The most a client's registration may take stored, as JSON (a client registers its
+name, a few redirect URIs and a few links; the request body may be 4 MiB)."""
 _GET = ["GET", "HEAD", "OPTIONS"]
 _FORM_TYPE = b"application/x-www-form-urlencoded"
 _POST = ["POST", "OPTIONS"]
@@ -392,11 +396,13 @@ class Authority:
         client_info.token_endpoint_auth_method = "none"
         client_info.client_secret = None
         client_info.client_secret_expires_at = None
-        row = {
-            "client_id": client_info.client_id,
-            "info": client_info.model_dump_json(exclude_none=True),
-            "created_at": self.db.clock.now(),
-        }
+        info = client_info.model_dump_json(exclude_none=True)
+        if len(info.encode()) > _REGISTRATION_MAX:
+            raise RegistrationError(
+                "invalid_client_metadata",
+                f"the registration is larger than {_REGISTRATION_MAX // 1024} KiB",
+            )
+        row = {"client_id": client_info.client_id, "info": info, "created_at": self.db.clock.now()}
         await threads.in_thread(self._record_client, row)
 
     def _record_client(self, row: dict[str, Any]) -> None:
@@ -669,6 +675,10 @@ def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
 
 
 def _check_registration(info: OAuthClientInformationFull) -> None:
+    if len(info.redirect_uris or []) > _REDIRECT_URIS_MAX:
+        raise RegistrationError(
+            "invalid_redirect_uri", f"at most {_REDIRECT_URIS_MAX} redirect URIs"
+        )
     for uri in info.redirect_uris or []:
         problem = _redirect_problem(uri)
         if problem:

@@ -537,6 +537,19 @@ def test_authorization_requests_are_rate_limited_per_address(server: Server):
     assert server.consent_requests() == oauth.AUTHORIZATIONS_PER_ADDRESS
 
 
+def test_a_registration_too_big_to_keep_is_refused(server: Server):
+    many = [f"http://127.0.0.1:{9000 + n}/cb{n}" for n in range(11)]
+    refused = server.http.post(oauth.REGISTER_PATH, json={"redirect_uris": many})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_redirect_uri"
+    huge = {"redirect_uris": [LOOPBACK_REDIRECT], "client_uri": "https://app.example/" + "x" * 9000}
+    refused = server.http.post(oauth.REGISTER_PATH, json=huge)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_client_metadata"
+    assert clients(server) == set()
+    server.register(*many[:10])  # ten is fine
+
+
 def test_a_long_client_name_is_refused(server: Server):
     response = server.http.post(
         oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": "x" * 101}
