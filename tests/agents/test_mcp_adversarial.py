@@ -6,8 +6,9 @@ through the official Python client, some as raw JSON-RPC (what any client can se
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import httpx
@@ -108,25 +109,40 @@ def test_a_token_for_one_agent_cannot_act_as_another(served):
     assert s.call(claude, "notes_post", {"body": "claude's note"})["result"]["isError"] is False
 
 
+@contextlib.asynccontextmanager
+async def answering(
+    s: Served, token: str, mode: str
+) -> AsyncIterator[tuple[Client, list[int]]]:
+    """The official client on ``token``, and the HTTP status of each answer it gets."""
+    statuses: list[int] = []
+
+    async def note(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                              event_hooks={"response": [note]})
+    async with http, Client(streamable_http_client(s.url, http_client=http),
+                            mode=mode, elicitation_callback=_never) as client:
+        yield client, statuses
+
+
+def revoke(s: Served, agent: str) -> None:
+    """Alice revokes her grant to ``agent``."""
+    [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == agent]
+    assert grants.revoke(s.db, grant.id, user_id="3")
+
+
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
 def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, mode):
     """The server checked the token a moment ago; revoked from another process, the next
     tool call, read or write, is a 401 and runs nothing; the user's own sessions live on."""
     s = served
     token = s.alice.token(f"revoked-{mode}")
-    statuses: list[int] = []
-
-    async def note(response: httpx2.Response) -> None:
-        statuses.append(response.status_code)
 
     async def session() -> None:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  event_hooks={"response": [note]})
-        async with http, Client(streamable_http_client(s.url, http_client=http),
-                                mode=mode, elicitation_callback=_never) as client:
+        async with answering(s, token, mode) as (client, statuses):
             assert not (await client.call_tool("notes_get", {})).is_error
-            [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == f"revoked-{mode}"]
-            assert grants.revoke(s.db, grant.id, user_id="3")
+            revoke(s, f"revoked-{mode}")
             for name, arguments in (("notes_post", {"body": "after revoke"}),
                                     ("notes_get", {}), ("notes_get", {})):
                 with pytest.raises(MCPError):
@@ -246,16 +262,9 @@ def test_a_write_approved_then_revoked_does_not_run(served, mode):
     agent = f"approved-{mode}"
     token = s.alice.token(agent)
     args = {"body": f"approved then revoked {mode}"}
-    statuses: list[int] = []
-
-    async def note(response: httpx2.Response) -> None:
-        statuses.append(response.status_code)
 
     async def session() -> None:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  event_hooks={"response": [note]})
-        async with http, Client(streamable_http_client(s.url, http_client=http),
-                                mode=mode, elicitation_callback=_never) as client:
+        async with answering(s, token, mode) as (client, statuses):
             first = await client.session.call_tool("notes_post", args,
                                                    allow_input_required=True)
             if isinstance(first, types.InputRequiredResult):
@@ -264,8 +273,7 @@ def test_a_write_approved_then_revoked_does_not_run(served, mode):
             else:
                 url, state = first.meta["rastrillo/approval"]["url"], None
             await anyio.to_thread.run_sync(s.alice.decide, url)
-            [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == agent]
-            assert grants.revoke(s.db, grant.id, user_id="3")
+            revoke(s, agent)
             with pytest.raises(MCPError):
                 await client.session.call_tool("notes_post", args, request_state=state,
                                                allow_input_required=True)
