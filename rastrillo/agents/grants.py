@@ -46,6 +46,7 @@ from rastrillo.sessions.store import (
     sessions_table,
 )
 from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.tools import consent
 
 __all__ = [
     "ACCESS_TTL",
@@ -379,16 +380,23 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
     """Revoke a grant and so every token of it; True when this call revoked it.
 
     With ``user_id``, only that user's grant (the agents page passes the signed-in
-    user, so one user cannot revoke another's grant by its id).
+    user, so one user cannot revoke another's grant by its id). The agent's approvals
+    that were still to be used end with it (:func:`consent.end_agent`): an approval binds
+    the agent by name, and a grant made later under the same name must not inherit them.
     """
     condition = [grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)]
     if user_id is not None:
         condition.append(grants_table.c.user_id == str(user_id))
     now = db.clock.now()
     with db.write() as conn:
+        grant = conn.execute(
+            select(grants_table.c.user_id, grants_table.c.agent).where(*condition)
+        ).first()
         done = conn.execute(update(grants_table).where(*condition).values(revoked_at=now))
         if done.rowcount:
+            assert grant is not None
             conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == grant_id))
+            consent.end_agent(conn, now, user_id=grant.user_id, agent=grant.agent)
         link = grant_sessions_table
         ended = select(link.c.session_digest).where(link.c.grant_id == grant_id)
         conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sqlalchemy import Column, String, Table, Text, bindparam, select, update
+from sqlalchemy import Column, Connection, String, Table, Text, bindparam, select, update
 
-from rastrillo.actor import Approval
+from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import ArgValue
@@ -41,6 +41,7 @@ __all__ = [
     "approval_path",
     "decide",
     "digest",
+    "end_agent",
     "get",
     "refuse",
     "request_approval",
@@ -311,6 +312,25 @@ def settle(
         return None
     approved_by, approved_at = won[0]
     return Approval(id=approval_id, approved_by=approved_by, approved_at=approved_at)
+
+
+def end_agent(conn: Connection, now: datetime, *, user_id: str, agent: str) -> None:
+    """End, in the caller's write transaction, the approvals still to be used of one agent
+    acting for one user: its grant was revoked, and what the user approved or was asked
+    for it must not run for whoever takes its name next. Pending and approved ones expire
+    now; used, declined and expired ones stay as they are."""
+    table = approvals_table
+    conn.execute(
+        update(table)
+        .where(
+            table.c.user_id == user_id,
+            table.c.actor == str(Actor.agent(agent)),
+            table.c.used_at.is_(None),
+            table.c.status.in_(("pending", "approved")),
+            table.c.expires_at > now,
+        )
+        .values(expires_at=now)
+    )
 
 
 def refuse(

@@ -13,6 +13,7 @@ from rastrillo.agents.grants import GrantError
 from rastrillo.sessions.store import create_session, find_session, revoke_user
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
+from rastrillo.tools import consent
 
 
 @pytest.fixture
@@ -248,3 +249,38 @@ def test_no_grant_may_take_the_tool_consoles_agent_name(db, agent):
         grants.personal_token(db, user_id="3", agent=agent)
     assert grants.list_grants(db) == []
     assert grants.personal_token(db, user_id="3", agent="console-2")[0].agent == "console-2"
+
+
+def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
+    """An approval binds the agent by its name: once the grant is revoked, a grant made
+    later under the same name redeems nothing the user approved or was asked for the old
+    one. Other agents' and other users' approvals are left as they were."""
+
+    def ask(body: str, actor: str = "agent:claude", user: str = "3") -> consent.ApprovalRecord:
+        return consent.request_approval(
+            db, tool="notes_post", args={"body": body}, sentence=f"Post {body}?",
+            actor=actor, user_id=user,
+        )
+
+    def settle(body: str, approval: str | None) -> object:
+        with db.driver_write() as tx:
+            return consent.settle(
+                tx, clock.now(), approval, tool="notes_post", args={"body": body},
+                actor="agent:claude", user_id="3", sentence=f"Post {body}?",
+            )
+
+    grant = oauth_grant(db)
+    approved, pending = ask("approved"), ask("pending")
+    consent.decide(db, "3", approved.id, True)
+    others = [ask("approved", actor="agent:openai"), ask("approved", user="4")]
+    for other in others:
+        consent.decide(db, other.user_id, other.id, True)
+    assert grants.revoke(db, grant.id, user_id="3")
+    now = clock.now()
+    assert [consent.get(db, a.id).state(now) for a in (approved, pending)] == ["expired"] * 2
+    assert [consent.get(db, a.id).state(now) for a in others] == ["approved"] * 2
+    oauth_grant(db)  # "claude" again, a new grant
+    assert settle("approved", approved.id) is None  # refused: expired
+    asked = settle("approved", None)  # the identical call is asked anew
+    assert isinstance(asked, consent.ApprovalRecord) and asked.status == "pending"
+    assert asked.id not in (approved.id, pending.id)
