@@ -451,11 +451,16 @@ class Database:
             return
         with self.write() as conn:
             METADATA.create_all(conn)
+            # A table an earlier version made lacks the indexes added since.
+            for table in METADATA.sorted_tables:
+                for index in table.indexes:
+                    index.create(conn, checkfirst=True)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
 
     def _is_current(self, files: list[tuple[str, Path]]) -> bool:
-        """Every framework table exists and every migration file is applied.
+        """Every framework table exists with its indexes, and every migration file is
+        applied.
 
         A framework table made by an earlier version, in a shape this one cannot
         use, is a `ConfigError` naming it: refused at start, never a failure later.
@@ -467,6 +472,10 @@ class Database:
                 _check_shape(METADATA.tables[name], inspector.get_columns(name), self.url)
             if not METADATA.tables.keys() <= tables:
                 return False
+            for table in METADATA.tables.values():
+                made = {index["name"] for index in inspector.get_indexes(table.name)}
+                if any(index.name not in made for index in table.indexes):
+                    return False
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
         return all(name in done for name, _ in files)
 
