@@ -632,6 +632,10 @@ class DriverTransaction:
     def __init__(self, cursor: Any, dialect: Dialect) -> None:
         self._cursor, self._dialect = cursor, dialect
 
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
     def run(self, statement: Prepared, /, **values: Any) -> list[tuple[Any, ...]]:
         """Run ``statement`` with ``values`` for its binds; the rows it returns, if any."""
         form = statement.form(self._dialect)
@@ -660,7 +664,10 @@ def _row_maker(keys: tuple[str, ...]) -> Callable[[Iterable[Any]], Row[Any]]:
     return result_tuple(keys)
 
 
-def serialize(conn: Connection, name: str) -> None:
+_HOLD = Prepared(text("SELECT pg_advisory_xact_lock(:key)"))
+
+
+def serialize(conn: Connection | DriverTransaction, name: str) -> None:
     """Make the write transaction of ``conn`` the only one holding ``name`` until it ends.
 
     For a read-then-write that must not interleave with another process's:
@@ -669,7 +676,10 @@ def serialize(conn: Connection, name: str) -> None:
     """
     if conn.dialect.name == "postgresql":
         key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+        if isinstance(conn, DriverTransaction):
+            conn.run(_HOLD, key=key)
+        else:
+            conn.execute(_HOLD.statement, {"key": key})
 
 
 def _check_shape(table: Table, found: list[Any], url: str) -> None:

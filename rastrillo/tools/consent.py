@@ -40,7 +40,14 @@ from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, ToolError, TooManyApprovals
 from rastrillo.registry.validate import wire
-from rastrillo.storage import METADATA, Database, DriverTransaction, Instant, Prepared
+from rastrillo.storage import (
+    METADATA,
+    Database,
+    DriverTransaction,
+    Instant,
+    Prepared,
+    serialize,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -346,6 +353,8 @@ def settle(
         found = _use_identical(tx, now, wanted, user_id)
         if found is not None:
             return found
+        # Counted and asked in one step, whatever other process proposes for them at once.
+        serialize(tx, f"{approvals_table.name} {user_id} {actor}")
         (waiting,) = tx.run(_WAITING, user=user_id, actor=actor, now=now)[0]
         if waiting >= MAX_WAITING:
             raise TooManyApprovals(waiting)

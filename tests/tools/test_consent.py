@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -528,3 +529,26 @@ def test_ended_approvals_are_forgotten_a_week_after_they_end(tmp_path):
     assert consent.get(f.app.db, old.approval_id) is None
     assert consent.get(f.app.db, recent.approval_id) is not None
     audit.flush(f.app.db)
+
+
+def test_of_concurrent_proposals_no_more_than_the_cap_wait(tmp_path, db_url):
+    """The count and the new approval are one step: proposals racing in many threads (and,
+    on PostgreSQL, many connections) never leave more than the cap waiting."""
+    f = build(tmp_path, db=db_url)
+    session = f.session("3")
+    proposals = consent.MAX_WAITING * 2
+
+    def one(n: int) -> str:
+        try:
+            cancel(f, session, {"id": str(n), "reason": "race"})
+        except ToolError as exc:
+            return type(exc).__name__
+        raise AssertionError("a write ran without approval")
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(one, range(proposals)))
+    assert outcomes.count("ConfirmRequired") == consent.MAX_WAITING
+    assert outcomes.count("TooManyApprovals") == proposals - consent.MAX_WAITING
+    assert waiting(f) == consent.MAX_WAITING
+    audit.flush(f.app.db)
+    f.app.db.dispose()
