@@ -133,9 +133,9 @@ def test_the_sidecar_logs_a_failing_pass_s_hostile_traceback_the_same_way(tmp_pa
             stderr=subprocess.STDOUT,
         )
     try:
-        until(lambda: "outcome=error" in log.read_text(errors="replace"), "the failed pass")
+        until(lambda: "outcome=error" in log.read_text(errors="replace"), "the failed pass", 120)
         sidecar.send_signal(signal.SIGTERM)
-        assert sidecar.wait(timeout=15) == 0
+        assert sidecar.wait(timeout=120) == 0
     finally:
         if sidecar.poll() is None:
             sidecar.kill()
