@@ -45,7 +45,7 @@ from rastrillo.sessions.store import (
     session_digest,
     sessions_table,
 )
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.storage import METADATA, Database, Instant, Prepared
 from rastrillo.tools import consent
 
 __all__ = [
@@ -139,8 +139,9 @@ grant_sessions_table = Table(
 )
 """The sessions made for a grant's calls (:func:`grant_session`): revoking it ends them."""
 
-# Built once: a token is looked up on every MCP request.
-_FIND_TOKEN = (
+# Compiled once per database and run at the driver's level: a token is looked up on
+# every MCP request but a tool call on a token checked in the last minute.
+_FIND_TOKEN = Prepared(
     select(
         grants_table,
         tokens_table.c.grant_id,

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event
 
 from rastrillo.agents import grants
 from rastrillo.agents.grants import GrantError
@@ -284,3 +285,27 @@ def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
     asked = settle("approved", None)  # the identical call is asked anew
     assert isinstance(asked, consent.ApprovalRecord) and asked.status == "pending"
     assert asked.id not in (approved.id, pending.id)
+
+
+def test_a_token_is_looked_up_at_the_drivers_level(tmp_path, clock):
+    """Every /mcp request but a remembered tool call looks its token up: on SQLite one
+    SELECT sent straight to the driver, as the framework's other hot-path statements are
+    (SQLAlchemy's connection and result machinery cost several times what SQLite takes)."""
+    db = Database(str(tmp_path / "grants.db"), clock=clock)
+    db.open()
+    tokens = grants.issue_tokens(db, oauth_grant(db).id)
+    assert grants.authenticate(db, tokens.access_token) is not None  # notes the first use
+    through_sqlalchemy: list[str] = []
+    event.listen(
+        db.engine,
+        "before_cursor_execute",
+        lambda _conn, _cursor, statement, *_: through_sqlalchemy.append(statement),
+    )
+    clock.advance(30)  # the last use is not noted again yet
+    found = grants.authenticate_until(db, tokens.access_token)
+    assert found is not None and found[0].agent == "claude"
+    assert found[1] == tokens.access_expires_at
+    assert grants.authenticate(db, tokens.refresh_token) is None
+    assert grants.authenticate(db, "rst_at_" + "x" * 43) is None
+    assert through_sqlalchemy == []
+    db.dispose()
