@@ -96,7 +96,7 @@ def test_another_users_token_never_acts_for_this_user(served):
 
 def test_a_token_for_one_agent_cannot_act_as_another(served):
     s = served
-    claude, other = s.alice.token("claude"), s.alice.token("other")
+    claude, other = s.alice.token("claude-code"), s.alice.token("other")
     assert s.call(other, "notes_get", {})["result"]["structuredContent"]["actor"] == "agent:other"
     propose_and_approve(s, claude, s.alice, "claude's note")
     answer = s.call(other, "notes_post", {"body": "claude's note"})["result"]
@@ -316,7 +316,7 @@ async def _never(context, params):  # pragma: no cover - the tests drive rounds 
 
 def test_forged_or_replayed_request_state_is_refused(served):
     s = served
-    alice, bob = s.alice.token("claude"), s.bob.token("claude")
+    alice, bob = s.alice.token("stateful"), s.bob.token("stateful")
     args = {"body": "stateful"}
 
     async def attack() -> None:
