@@ -392,3 +392,21 @@ def test_fuzzed_calls_reach_no_unregistered_handler_and_run_no_unapproved_write(
         if name not in TOOLS:
             assert result["isError"] is True
     assert s.notes() == before  # no write ran (none was approved), nothing was wiped
+
+
+def test_a_write_too_long_to_read_is_refused_before_any_approval(served):
+    """A model's megabyte of args would be an approval page no one reads: refused, with a
+    message the model can act on, and no approval asked."""
+    s = served
+    token = s.alice.token("verbose")
+    answer = s.call(token, "notes_post", {"body": "x" * 1024 * 1024})["result"]
+    assert answer["isError"] is True
+    assert "at most 65,536 characters in all" in text(answer)
+    asked = s.db.query_one(
+        "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
+    )
+    assert asked.n == 0
+    assert s.call(token, "notes_post", {"body": "x" * 1000})["result"]["isError"] is True
+    assert s.db.query_one(
+        "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
+    ).n == 1
