@@ -451,11 +451,16 @@ class Database:
             return
         with self.write() as conn:
             METADATA.create_all(conn)
+            # A table an earlier version made lacks the indexes added since.
+            for table in METADATA.sorted_tables:
+                for index in table.indexes:
+                    index.create(conn, checkfirst=True)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
 
     def _is_current(self, files: list[tuple[str, Path]]) -> bool:
-        """Every framework table exists and every migration file is applied.
+        """Every framework table exists with its indexes, and every migration file is
+        applied.
 
         A framework table made by an earlier version, in a shape this one cannot
         use, is a `ConfigError` naming it: refused at start, never a failure later.
@@ -467,6 +472,10 @@ class Database:
                 _check_shape(METADATA.tables[name], inspector.get_columns(name), self.url)
             if not METADATA.tables.keys() <= tables:
                 return False
+            for table in METADATA.tables.values():
+                made = {index["name"] for index in inspector.get_indexes(table.name)}
+                if any(index.name not in made for index in table.indexes):
+                    return False
             done = set(conn.execute(select(migrations_table.c.name)).scalars())
         return all(name in done for name, _ in files)
 
@@ -623,6 +632,10 @@ class DriverTransaction:
     def __init__(self, cursor: Any, dialect: Dialect) -> None:
         self._cursor, self._dialect = cursor, dialect
 
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
     def run(self, statement: Prepared, /, **values: Any) -> list[tuple[Any, ...]]:
         """Run ``statement`` with ``values`` for its binds; the rows it returns, if any."""
         form = statement.form(self._dialect)
@@ -651,7 +664,10 @@ def _row_maker(keys: tuple[str, ...]) -> Callable[[Iterable[Any]], Row[Any]]:
     return result_tuple(keys)
 
 
-def serialize(conn: Connection, name: str) -> None:
+_HOLD = Prepared(text("SELECT pg_advisory_xact_lock(:key)"))
+
+
+def serialize(conn: Connection | DriverTransaction, name: str) -> None:
     """Make the write transaction of ``conn`` the only one holding ``name`` until it ends.
 
     For a read-then-write that must not interleave with another process's:
@@ -660,7 +676,10 @@ def serialize(conn: Connection, name: str) -> None:
     """
     if conn.dialect.name == "postgresql":
         key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+        if isinstance(conn, DriverTransaction):
+            conn.run(_HOLD, key=key)
+        else:
+            conn.execute(_HOLD.statement, {"key": key})
 
 
 def _check_shape(table: Table, found: list[Any], url: str) -> None:

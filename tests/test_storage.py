@@ -230,6 +230,19 @@ def test_a_pending_migration_is_still_applied_when_the_rest_is_current(tmp_path)
     assert [r.id for r in db.query("SELECT id FROM notes ORDER BY id")] == [1, 2]
 
 
+def test_a_framework_table_made_by_an_earlier_version_gains_the_indexes_added_since(tmp_path):
+    path = tmp_path / "app.db"
+    Database(str(path)).open()
+    old = sqlite3.connect(path)
+    old.execute("DROP INDEX ix_rastrillo_approvals_waiting")
+    old.commit()
+    old.close()
+    db = Database(str(path))
+    db.open()
+    names = [r.name for r in db.query("SELECT name FROM sqlite_master WHERE type = 'index'")]
+    assert "ix_rastrillo_approvals_waiting" in names
+
+
 def test_the_demo_app_starts_while_another_process_holds_the_write_lock(tmp_path):
     tickets = Path(__file__).resolve().parent.parent / "examples" / "tickets"
     TestApp(tickets, tmp_path)  # creates, migrates and seeds

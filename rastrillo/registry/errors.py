@@ -13,6 +13,7 @@ __all__ = [
     "BadArg",
     "ConfirmRequired",
     "MissingArg",
+    "TooManyApprovals",
     "ToolError",
     "UnknownArg",
     "UnknownTool",
@@ -89,6 +90,19 @@ class ConfirmRequired(ToolError):
     @property
     def audit_note(self) -> str:
         return f"ConfirmRequired: waiting for the user to approve {self.sentence!r}"
+
+
+class TooManyApprovals(ToolError):
+    """The agent already has as many proposed writes waiting for its user's decision as
+    it may: no new approval is asked until the user decides one, or one expires."""
+
+    def __init__(self, waiting: int) -> None:
+        self.waiting = waiting
+        super().__init__(
+            f"{waiting} approvals of this agent are waiting for the user's decision, the "
+            "most there may be: wait for the user to decide one (or for one to expire) "
+            "before proposing another write"
+        )
 
 
 class ApprovalInvalid(ToolError):

@@ -9,6 +9,7 @@ from rastrillo.registry.errors import (
     ConfirmRequired,
     MissingArg,
     ToolError,
+    TooManyApprovals,
     UnknownArg,
     UnknownTool,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "ConfirmRequired",
     "MissingArg",
     "Result",
+    "TooManyApprovals",
     "ToolCallMarker",
     "ToolError",
     "UnknownArg",

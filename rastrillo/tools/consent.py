@@ -20,15 +20,34 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sqlalchemy import Column, Connection, String, Table, Text, bindparam, select, update
+from sqlalchemy import (
+    Column,
+    Connection,
+    Index,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
 
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import Arg, ArgValue
-from rastrillo.registry.errors import ApprovalInvalid, BadArg, ToolError
+from rastrillo.registry.errors import ApprovalInvalid, BadArg, ToolError, TooManyApprovals
 from rastrillo.registry.validate import wire
-from rastrillo.storage import METADATA, Database, DriverTransaction, Instant, Prepared
+from rastrillo.storage import (
+    METADATA,
+    Database,
+    DriverTransaction,
+    Instant,
+    Prepared,
+    serialize,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -37,6 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVAL_PATH",
+    "KEEP_ENDED",
+    "MAX_WAITING",
     "MAX_WRITE_ARGS",
     "ApprovalRecord",
     "approval_path",
@@ -54,6 +75,13 @@ _APPROVAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """An approval id (hex now; ``token_urlsafe`` text before); anything else is no approval,
 never a query."""
 APPROVAL_PATH = "/_rastrillo/approvals/"
+MAX_WAITING = 20
+"""How many of one agent's proposed writes may wait for one user's decision at once: a
+model cannot bury its user in approvals (nor fill the disk with them)."""
+KEEP_ENDED = timedelta(days=7)
+"""How long an approval is kept once it has expired (and, at the latest, once it was used
+or declined): its page and the console show it until then; the audit log keeps who
+approved what for good."""
 MAX_WRITE_ARGS = 64 * 1024
 """The most characters a write's args may hold in all, as their wire texts, counting
 none that declares its own ``max_length`` (that arg is bounded by its declaration): the
@@ -69,7 +97,7 @@ approvals_table = Table(
     Column("sentence", Text, nullable=False),
     Column("actor", String(128), nullable=False),
     Column("agent", String(64)),
-    Column("user_id", String(255), nullable=False, index=True),
+    Column("user_id", String(255), nullable=False),
     Column("digest", String(64), nullable=False, index=True),
     Column("status", String(16), nullable=False),
     Column("created_at", Instant, nullable=False),
@@ -77,6 +105,10 @@ approvals_table = Table(
     Column("decided_by", String(255)),
     Column("decided_at", Instant),
     Column("used_at", Instant),
+    # A user's approvals still waiting for a decision, counted on every proposal.
+    Index("ix_rastrillo_approvals_waiting", "user_id", "status", "expires_at"),
+    # The ended ones, forgotten in order of their end.
+    Index("ix_rastrillo_approvals_expires_at", "expires_at"),
 )
 
 
@@ -261,6 +293,21 @@ _REDEEM = Prepared(
 marked used; it returns who approved it and when."""
 
 
+_WAITING = Prepared(
+    select(func.count()).where(
+        approvals_table.c.user_id == bindparam("user"),
+        approvals_table.c.status == "pending",
+        approvals_table.c.expires_at > bindparam("now"),
+        approvals_table.c.actor == bindparam("actor"),
+    )
+)
+"""How many of one agent's proposed writes wait for the user's decision."""
+_FORGET = Prepared(
+    delete(approvals_table).where(approvals_table.c.expires_at < bindparam("before"))
+)
+"""The approvals that ended before ``before``: expired then, or used or declined sooner."""
+
+
 def get(db: Database, approval_id: str) -> ApprovalRecord | None:
     """The approval with this id, or None (for anything that is not an approval id)."""
     if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
@@ -324,13 +371,21 @@ def settle(
     transaction, says why). Without: the identical call's approved approval (same tool,
     args, actor, user and sentence) used once the same way, or else its pending one,
     named again rather than asking the human twice; else a new pending one, as
-    :func:`request_approval` records it.
+    :func:`request_approval` records it, unless :data:`MAX_WAITING` of the agent's already
+    wait for the user (:class:`TooManyApprovals`). A new one forgets the approvals that
+    ended over :data:`KEEP_ENDED` ago.
     """
     wanted = digest(tool, args, actor, user_id, sentence)
     if approval_id is None:
         found = _use_identical(tx, now, wanted, user_id)
         if found is not None:
             return found
+        # Counted and asked in one step, whatever other process proposes for them at once.
+        serialize(tx, f"{approvals_table.name} {user_id} {actor}")
+        (waiting,) = tx.run(_WAITING, user=user_id, actor=actor, now=now)[0]
+        if waiting >= MAX_WAITING:
+            raise TooManyApprovals(waiting)
+        tx.run(_FORGET, before=now - KEEP_ENDED)
         return _ask(tx, now, tool, args, sentence, actor, user_id, ttl, agent, wanted)
     if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
         return None

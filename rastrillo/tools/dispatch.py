@@ -42,6 +42,7 @@ from rastrillo.registry.errors import (
     ConfirmRequired,
     MissingArg,
     ToolError,
+    TooManyApprovals,
     UnknownArg,
     UnknownTool,
 )
@@ -544,15 +545,12 @@ class _Write:
         sentence = confirm_sentence(defn, self.texts)
         actor = str(call.actor)
         now = app.db.clock.now()
-        refused: BadActor | None = None
+        refused: ToolError | None = None
         outcome: Approval | consent.ApprovalRecord | None = None
         with app.db.driver_write() as tx:
             self.session = find_session_in(tx, now, call.session)
             try:
                 self.user_id = user_id = _check_user(defn, call, self.session)
-            except BadActor as exc:
-                refused = exc  # raised once the session's own upkeep is committed
-            else:
                 assert user_id is not None  # _check_user refuses a write without one
                 outcome = consent.settle(
                     tx,
@@ -566,6 +564,8 @@ class _Write:
                     ttl=app.approval_ttl,
                     agent=call.actor.name,
                 )
+            except (BadActor, TooManyApprovals) as exc:
+                refused = exc  # raised once the session's own upkeep is committed
         if refused is not None:
             raise refused
         if isinstance(outcome, Approval):

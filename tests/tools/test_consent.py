@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -20,6 +21,7 @@ from rastrillo.tools import (
     Call,
     ConfirmRequired,
     ToolError,
+    TooManyApprovals,
     audit,
     consent,
     dispatch,
@@ -451,7 +453,15 @@ def test_a_proposal_is_one_transaction_with_its_session(f):
     propose(f, session)
     first = seen.index("BEGIN IMMEDIATE")
     transaction = seen[first : seen.index("COMMIT", first) + 1]
-    assert [s.split()[0] for s in transaction] == ["BEGIN", "SELECT", "SELECT", "INSERT", "COMMIT"]
+    assert [s.split()[0] for s in transaction] == [
+        "BEGIN",
+        "SELECT",  # the session
+        "SELECT",  # the identical call's approvals
+        "SELECT",  # how many of the agent's approvals wait for the user
+        "DELETE",  # approvals ended over a week ago
+        "INSERT",
+        "COMMIT",
+    ]
     assert len(f.ran("cancel")) == 0
 
 
@@ -464,6 +474,86 @@ def test_every_approval_id_can_be_typed_after_approval_on_the_command_line(f):
         for n in range(200)
     ]
     assert not [approval_id for approval_id in ids if not approval_id[0].isalnum()]
+
+
+def waiting(f: Fixture) -> int:
+    return f.app.db.query_one(
+        "SELECT COUNT(*) AS n FROM rastrillo_approvals WHERE status = 'pending'"
+    ).n
+
+
+def test_a_flood_of_proposals_stops_at_the_cap_and_buries_no_one(f):
+    """A hostile model proposing write after write, each with other args, gets at most
+    MAX_WAITING of them in front of its user at once; the rest are refused before any
+    approval is made, and each refusal is in the audit log."""
+    session = f.session("3")
+    for n in range(consent.MAX_WAITING):
+        propose(f, session, {"id": str(n), "reason": "flood"})
+    with pytest.raises(TooManyApprovals) as info:
+        cancel(f, session, {"id": "999", "reason": "flood"})
+    assert f"{consent.MAX_WAITING} approvals" in str(info.value)
+    assert waiting(f) == consent.MAX_WAITING
+    # The identical call of one still waiting is named again, not refused.
+    again = propose(f, session, {"id": "0", "reason": "flood"})
+    # Another agent of the same user, and the same agent for another user, are not held up.
+    propose(f, session, actor=rastrillo.Actor.agent("other"))
+    propose(f, f.session("4"), {"id": "999", "reason": "flood"})
+    # Once the user decides one, the agent may ask again.
+    consent.decide(f.app.db, "3", again.approval_id, False)
+    propose(f, session, {"id": "999", "reason": "flood"})
+    audit.flush(f.app.db)
+    refused = [r for r in audit.latest(f.app.db, 50) if r.refusal_kind == "TooManyApprovals"]
+    assert [r.args["id"] for r in refused] == ["999"]
+    assert f.seen == []
+
+
+def test_expired_approvals_no_longer_count_against_the_cap(tmp_path):
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
+    session = f.session("3")
+    for n in range(consent.MAX_WAITING):
+        propose(f, session, {"id": str(n), "reason": "flood"})
+    clock.advance(11 * 60)  # past the ten minutes an approval waits
+    propose(f, f.session("3"), {"id": "999", "reason": "flood"})
+    audit.flush(f.app.db)
+
+
+def test_ended_approvals_are_forgotten_a_week_after_they_end(tmp_path):
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
+    session = f.session("3")
+    old = propose(f, session, {"id": "1", "reason": "old"})
+    clock.advance(consent.KEEP_ENDED.total_seconds() + 10 * 60 - 1)
+    recent = propose(f, f.session("3"), {"id": "2", "reason": "recent"})
+    assert consent.get(f.app.db, old.approval_id) is not None  # ended under a week ago
+    clock.advance(2)
+    propose(f, f.session("3"), {"id": "3", "reason": "new"})
+    assert consent.get(f.app.db, old.approval_id) is None
+    assert consent.get(f.app.db, recent.approval_id) is not None
+    audit.flush(f.app.db)
+
+
+def test_of_concurrent_proposals_no_more_than_the_cap_wait(tmp_path, db_url):
+    """The count and the new approval are one step: proposals racing in many threads (and,
+    on PostgreSQL, many connections) never leave more than the cap waiting."""
+    f = build(tmp_path, db=db_url)
+    session = f.session("3")
+    proposals = consent.MAX_WAITING * 2
+
+    def one(n: int) -> str:
+        try:
+            cancel(f, session, {"id": str(n), "reason": "race"})
+        except ToolError as exc:
+            return type(exc).__name__
+        raise AssertionError("a write ran without approval")
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(one, range(proposals)))
+    assert outcomes.count("ConfirmRequired") == consent.MAX_WAITING
+    assert outcomes.count("TooManyApprovals") == proposals - consent.MAX_WAITING
+    assert waiting(f) == consent.MAX_WAITING
+    audit.flush(f.app.db)
+    f.app.db.dispose()
 
 
 def approval_rows(f: Fixture) -> int:
