@@ -45,16 +45,18 @@ def show_approval(ctx: Context) -> Response:
 
 
 def _clients(ctx: Context, record: consent.ApprovalRecord) -> list[tuple[list[visible.Part], str]]:
-    """The client of the live grant that acts as the approval's agent, shown as the agents
-    page shows it, and when it was connected: which program asked. None for an agent no
-    grant acts as (the tool console, an app's own loop); more than one only for grants
-    made before an agent name was kept to one live grant."""
+    """The client of the live grant that acts as the approval's agent and was there when
+    the approval was asked, shown as the agents page shows it, and when it was connected:
+    which program asked. A grant made later under the name (the first one revoked, which
+    ends its approvals) asked nothing here. None for an agent no grant acts as (the tool
+    console, an app's own loop); more than one only for grants made before an agent name
+    was kept to one live grant."""
     if record.agent is None:
         return []
     return [
         (visible.parts(grant.client), f"{grant.created_at:%Y-%m-%d %H:%M} UTC")
         for grant in grants.live_grants_named(ctx.db, record.user_id, record.agent)
-        if grant.agent == record.agent
+        if grant.agent == record.agent and grant.created_at <= record.created_at
     ]
 
 

@@ -864,3 +864,19 @@ def test_two_consents_under_one_name_at_once_make_one_grant(stored: Server):
     assert refused["error"] == "invalid_grant"
     assert "claude" in refused["error_description"]
     assert [g.agent for g in stored.live_grants()] == ["claude"]
+
+
+def test_an_approval_page_never_names_a_client_connected_after_it_was_asked(server: Server):
+    """The approval page names the client an agent asks through: the live grant under that
+    name. A grant made later under the same name (the first one revoked, which ends its
+    approvals) did not ask for an approval made before it, and is not named on its page."""
+    old, token, _ = grants.personal_token(server.app.db, user_id=USER, agent="claude")
+    asked = call_tool(server, token, CANCEL, CANCEL_ARGS)
+    assert asked.is_error and asked.meta is not None
+    url = asked.meta[APPROVAL_META]["url"]
+    assert grants.revoke(server.app.db, old.id)
+    connected(server, "Later App", "claude")
+    with server.browser() as browser:
+        page = browser.get(url)
+    assert page.status_code == 200 and "expired before it was decided" in page.text
+    assert "Later App" not in page.text and "personal token" not in page.text
