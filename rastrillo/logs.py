@@ -9,6 +9,9 @@ from collections.abc import Callable
 from rastrillo.visible import for_terminal
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+CONTINUATION = "  | "
+"""What begins each line of a record after its first (its traceback's, its stack's): a
+record's first line begins with its time, so no line of a traceback reads as a record."""
 REPEAT_WINDOW = 60.0
 """A message repeated within this many seconds is counted, not written again."""
 
@@ -49,7 +52,7 @@ class OneLineFilter(logging.Filter):
     names the client address, which is what a trusted proxy's X-Forwarded-For says,
     any byte a header allows. A C1 CSI there drives the terminal tailing the log; a
     NEL or a line separator starts a line that reads as another record. A traceback
-    is not the message and keeps its lines.
+    is not the message: :class:`IndentingFormatter` writes it.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -60,11 +63,35 @@ class OneLineFilter(logging.Filter):
         return True
 
 
+class IndentingFormatter(logging.Formatter):
+    """A record's traceback and stack below its first line, each of their lines begun
+    with :data:`CONTINUATION` and escaped as a message is.
+
+    An exception's message is often made of what a client sent (``ValueError(f"bad
+    value {text}")``) and a traceback ends with it: a newline there began a line that
+    read as a record of its own, a CSI drove the terminal. Escaped line by line, the
+    traceback keeps its lines and says all it said; only the lines of one record
+    begin with its time.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        text = self.formatMessage(record)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)  # kept plain, as logging does
+        below = (record.exc_text, record.stack_info and self.formatStack(record.stack_info))
+        lines = [line for part in below if part for line in part.split("\n")]
+        return "".join([text, *(f"\n{CONTINUATION}{for_terminal(line)}" for line in lines)])
+
+
 def configure_logging() -> None:
     """INFO logs to stderr with time and logger name, repeats held back, each message on
-    one line, unless the app configured logging."""
+    one line and each traceback line under it, unless the app configured logging."""
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format=FORMAT)
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(RepeatFilter())  # first: it keys on the message's template
-            handler.addFilter(OneLineFilter())
+        handler = logging.StreamHandler()
+        handler.setFormatter(IndentingFormatter(FORMAT))
+        handler.addFilter(RepeatFilter())  # first: it keys on the message's template
+        handler.addFilter(OneLineFilter())
+        logging.basicConfig(level=logging.INFO, handlers=[handler])

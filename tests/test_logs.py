@@ -1,14 +1,20 @@
-"""The server's log holds back a message repeated within a minute and counts it."""
+"""The log `rastrillo.run` configures: a message repeated within a minute held back and
+counted, each message on one line, each traceback line indented under its record."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import re
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from rastrillo import visible
 from rastrillo.logs import RepeatFilter
-from tests.support import Server, write_app
+from tests.support import Server, until, write_app
 
 
 def test_a_repeated_message_is_written_once_a_window_with_a_count() -> None:
@@ -61,3 +67,79 @@ def test_python_app_py_logs_a_hostile_client_address_escaped_on_one_line(
     for line in lines:
         assert "\\x9b2J\\x85forged" in line
         assert not any(visible.is_hidden(c) for c in line), line
+
+
+FORGED = "1999-12-31 23:59:59,999 ERROR rastrillo.app forged record"
+HOSTILE = f"\n{FORGED}\r\x1b[2J\x9b2J\x85{FORGED}\u2028{FORGED}"
+CONTINUATION = "  | "
+"""What begins each line of a record after its first."""
+RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ [\w.]+ ")
+
+
+def assert_records_and_continuations(log: str) -> list[str]:
+    """Each line of ``log`` begins a record or is indented under one, holds no hidden
+    character, and no forged record begins a line; returns the lines."""
+    lines = log.split("\n")  # the terminal's lines: \r, NEL, U+2028 must not be there
+    assert lines[-1] == ""
+    for line in lines[:-1]:
+        assert not any(visible.is_hidden(c) for c in line), line
+        assert RECORD.match(line) or line.startswith(CONTINUATION), line
+        assert not line.startswith(FORGED[:23]), line
+    return lines[:-1]
+
+
+def test_a_traceback_holding_hostile_text_is_indented_and_escaped_line_by_line(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """A handler's exception is logged with its traceback, and an exception's message is
+    often made of what a client sent. A newline there began a line that read as a record
+    of its own; a CSI drove the terminal. Each line of a traceback is now indented under
+    its record and escaped like a message, and still says all it said."""
+    index = """\
+    def handle(ctx):
+        raise ValueError(f"bad value {ctx.query['v']}")
+    """
+    app_dir = write_app(tmp_path / "app", {"index.GET.py": index})
+    server = serve(app_dir)
+    with server.client() as client:
+        assert client.get("/", params={"v": HOSTILE}).status_code == 500
+    server.stop()
+    lines = assert_records_and_continuations(server.log.read_bytes().decode())
+    raised = next(i for i, line in enumerate(lines) if "(actions/index.GET.py) raised" in line)
+    traceback = list(itertools.takewhile(lambda line: not RECORD.match(line), lines[raised + 1 :]))
+    assert traceback[0] == CONTINUATION + "Traceback (most recent call last):"
+    assert any('index.GET.py", line 2, in handle' in line for line in traceback)
+    assert traceback[-2:] == [
+        f"{CONTINUATION}ValueError: bad value ",
+        f"{CONTINUATION}{FORGED}\\r\\x1b[2J\\x9b2J\\x85{FORGED}\\u2028{FORGED}",
+    ]
+
+
+def test_the_sidecar_logs_a_failing_pass_s_hostile_traceback_the_same_way(tmp_path: Path) -> None:
+    """``python app.py sidecar run`` logs a failed pass with its traceback, configured as
+    the server's log is."""
+    sweep = f"""
+    def sweep(ctx):
+        raise RuntimeError("the dependency said: " + {HOSTILE!r})
+    """
+    index = "def handle(ctx):\n    return ctx.text('hi')\n"
+    app_dir = write_app(tmp_path / "app", {"index.GET.py": index}, "sidecar=sweep,", prelude=sweep)
+    log = app_dir / "sidecar.log"
+    with log.open("wb") as out:
+        sidecar = subprocess.Popen(
+            [sys.executable, str(app_dir / "app.py"), "sidecar", "run"],
+            cwd=app_dir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        until(lambda: "outcome=error" in log.read_text(errors="replace"), "the failed pass", 120)
+        sidecar.send_signal(signal.SIGTERM)
+        assert sidecar.wait(timeout=120) == 0
+    finally:
+        if sidecar.poll() is None:
+            sidecar.kill()
+            sidecar.wait()
+    lines = assert_records_and_continuations(log.read_bytes().decode())
+    assert f"{CONTINUATION}RuntimeError: the dependency said: " in lines
+    assert f"{CONTINUATION}{FORGED}\\r\\x1b[2J\\x9b2J\\x85{FORGED}\\u2028{FORGED}" in lines

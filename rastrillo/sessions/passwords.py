@@ -4,10 +4,19 @@ The framework knows users only by id; the app keeps its users table and
 calls :func:`check_password` with the hash it looked up (or None when there
 is no such account). An unknown account costs the same hash verification as
 a wrong password, so timing does not tell the two apart.
+
+Each argon2 computation (a hash, a verification) holds the hash's memory cost
+(64 MiB with argon2-cffi's defaults) while it runs. A flood of sign-ins from
+many addresses, each under its limit, would otherwise have every worker thread
+verifying at once; :data:`ARGON2` lets one per core run at a time.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -22,15 +31,56 @@ if TYPE_CHECKING:
 _hasher = PasswordHasher()
 
 
+class Turns:
+    """At most ``size`` holders at once; the others wait for a turn.
+
+    ``running`` and ``waiting`` say how many hold a turn and how many wait for one.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.running = 0
+        self.waiting = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Hold one of the turns for the ``with`` block, waiting for one first if need be."""
+        with self._changed:
+            self.waiting += 1
+            try:
+                self._changed.wait_for(lambda: self.running < self.size)
+            finally:
+                self.waiting -= 1
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.running -= 1
+                self._changed.notify()
+
+
+ARGON2 = Turns(max(1, getattr(os, "process_cpu_count", os.cpu_count)() or 1))
+"""The argon2 computations of this process running at once, at most one per core: each is
+CPU work, so more at once would finish none sooner, only hold more memory. A wait is
+short: only the worker threads (``rastrillo.threads.MAX_THREADS``) can be waiting, so it
+lasts a few verifications at most, the same for an unknown account as for a wrong
+password. Each process (``--workers N``) has its own."""
+
+
 def hash_password(password: str) -> str:
     """An argon2id hash of ``password``, with its salt and parameters, for the users table."""
-    return _hasher.hash(password)
+    with ARGON2.turn():
+        return _hasher.hash(password)
 
 
 def verify_password(password_hash: str | None, password: str) -> bool:
     """Whether ``password`` matches; None (no such account) is checked against a dummy hash."""
+    dummy = _dummy_hash()  # made once per process, whichever attempt comes first
     try:
-        matched = _hasher.verify(password_hash or _dummy_hash(), password)
+        with ARGON2.turn():
+            matched = _hasher.verify(password_hash or dummy, password)
     except (VerificationError, InvalidHashError):
         return False
     return matched and password_hash is not None
@@ -62,4 +112,4 @@ def check_password(ctx: Context, account: str, password: str, password_hash: str
 
 @cache
 def _dummy_hash() -> str:
-    return _hasher.hash("not a password anyone has")
+    return hash_password("not a password anyone has")

@@ -214,6 +214,8 @@ class SidecarLoop:
         self._renew_every = lease.ttl / 3 if lease else MAX_CHUNK
         self._renewed_at = -math.inf
         self._lease_error: Exception | None = None
+        self._holding: asyncio.Future[bool] | None = None
+        """The last take or renewal of the lease, which may outlive a stop (see _release)."""
         self._signum: int | None = None
         self._stop: asyncio.Event
         self._force: asyncio.Event
@@ -435,7 +437,7 @@ class SidecarLoop:
         since = self.clock.monotonic() - self._renewed_at
         if since < self._renew_every:
             return True
-        holding = in_thread(self.lease.hold)
+        holding = self._holding = in_thread(self.lease.hold)
         stop = asyncio.ensure_future(self._stop.wait())
         try:
             await asyncio.wait({holding, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -479,10 +481,33 @@ class SidecarLoop:
             )
 
     async def _release(self) -> None:
+        """Give the lease up, after a take or renewal a stop left running (which would
+        otherwise take it back after the release, for a standby to wait out). As long as
+        the database takes, within the shutdown grace; a second signal stops waiting."""
         assert self.lease is not None
-        try:
-            await asyncio.wait_for(in_thread(self.lease.release), 1.0)
-        except Exception as exc:
+        lease, holding = self.lease, self._holding
+
+        async def release() -> None:
+            if holding is not None:
+                with contextlib.suppress(Exception):  # its error was logged, or is moot now
+                    await holding
+            await in_thread(lease.release)
+
+        releasing = asyncio.ensure_future(release())
+        force = asyncio.ensure_future(self._force.wait())
+        await asyncio.wait(
+            {releasing, force}, timeout=self.shutdown_grace, return_when=asyncio.FIRST_COMPLETED
+        )
+        force.cancel()
+        if not releasing.done():
+            releasing.cancel()
+            log.warning(
+                "sidecar: the lease was not released (%s); a standby takes it over when it "
+                "expires",
+                "a second signal" if self._force.is_set() else f"{self.shutdown_grace:g} s passed",
+            )
+        elif releasing.exception() is not None:
+            exc = releasing.exception()
             log.warning(
                 "sidecar: could not release the lease (%s: %s)", type(exc).__name__, exc
             )
