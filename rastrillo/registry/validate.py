@@ -4,7 +4,8 @@ A tool call brings JSON values (`accept`); a browser brings text from the path,
 the query or a form (`parse`, then the same `accept`). Either way the value must
 be of the declared type with no coercion (`"2"` is not an integer, `true` is
 not one either), one of the `choices`, within the inclusive bounds, of an
-allowed length, and matching `pattern` (searched, as JSON Schema does). Number
+allowed length, and matching `pattern` (searched, and read as JSON Schema and the
+providers read it: see `rastrillo.registry.pattern`). Number
 text is parsed strictly: ASCII digits only, no spaces, underscores or signs
 other than a leading `-`. The canonical text of a value (`wire`) is what goes on
 the wire, into the confirm sentence and into the approval's digest.
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from rastrillo.errors import RastrilloError
 from rastrillo.registry.declare import Arg, ArgValue
+from rastrillo.registry.pattern import compile_pattern
 
 __all__ = [
     "ArgError",
@@ -129,7 +131,7 @@ def accept(arg: Arg, value: object) -> ArgValue:
             and (
                 (arg.min_length is not None and len(value) < arg.min_length)
                 or (arg.max_length is not None and len(value) > arg.max_length)
-                or (arg.pattern is not None and re.search(arg.pattern, value) is None)
+                or (arg.pattern is not None and compile_pattern(arg.pattern).search(value) is None)
             )
         )
     ):

@@ -217,6 +217,32 @@ def test_a_float_approved_as_an_integer_runs_as_the_same_number(tmp_path: Path) 
     assert t.seen[0]["args"]["price"] == 2.0 and t.seen[0]["form"] == {"price": "2.0"}
 
 
+@pytest.mark.parametrize("code", ["12\n", "\u0661\u0662", "\uff11\uff12"])
+def test_a_pattern_means_what_it_means_to_the_model_for_a_call_and_a_browser(
+    tmp_path: Path, code: str
+) -> None:
+    """`^[0-9]+$` and `^\\d+$` say ASCII digits to the model (ECMA-262, as its schema
+    does); Python's `re` alone would take a final newline, or digits of other scripts
+    and widths. Neither a tool call nor a browser gets such a value to the handler."""
+    declared = {
+        **READ_ARGS,
+        "note": Arg("a code", required=False, pattern="^[0-9]+$"),
+        "q": Arg("another", pattern=r"^\d+$"),
+    }
+    t = TypedApp(tmp_path, declared, BUY_ARGS)
+    try:
+        for name in ("note", "q"):
+            args = {"id": 7, "q": "12", name: code}
+            with pytest.raises(BadArg, match=f"arg '{name}'"):
+                t.call("events_id_get", args)
+            refused = t.browser().get("/events/7", params={k: str(v) for k, v in args.items()})
+            assert refused.status_code == 400 and refused.text.startswith(f"{name}: ")
+        assert t.call("events_id_get", {"id": 7, "q": "12", "note": "34"}).json()["note"] == "34"
+        assert [seen["args"]["q"] for seen in t.seen if "args" in seen] == ["12"]
+    finally:
+        t.close()
+
+
 def test_a_browser_form_and_a_tool_call_get_the_same_validation(t: TypedApp) -> None:
     browser = t.browser()
     ok = browser.get("/events/7", params={"q": "x", "price": "2.5", "gift": "on"})
