@@ -6,7 +6,9 @@ client id when it has one), when it was created, last used and revoked. A
 grant is obtained either through OAuth (access and refresh tokens) or from the
 user's own agents page (a personal access token, for an agent that cannot do
 OAuth); either way the tokens belong to the grant, and revoking the grant
-kills every one of them on their next use.
+kills every one of them on their next use. Approvals and the audit log know an
+agent by its name and user, so no two live grants of one user share an agent
+name, in any case (:class:`AgentNameTaken`).
 
 Tokens are random (256 bits) and shown exactly once, when issued: the tables
 keep only their SHA-256 digests, so a leaked database hands out nothing, and
@@ -33,11 +35,14 @@ from sqlalchemy import (
     Table,
     bindparam,
     delete,
+    func,
     select,
     update,
 )
 from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.sql import Select
 
+from rastrillo import visible
 from rastrillo.actor import Actor
 from rastrillo.sessions.store import (
     create_session,
@@ -45,7 +50,7 @@ from rastrillo.sessions.store import (
     session_digest,
     sessions_table,
 )
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.storage import METADATA, Database, Instant, Prepared, serialize
 from rastrillo.tools import consent
 
 __all__ = [
@@ -53,6 +58,7 @@ __all__ = [
     "PERSONAL_TTL",
     "REFRESH_TTL",
     "RESERVED_AGENTS",
+    "AgentNameTaken",
     "Grant",
     "GrantError",
     "Tokens",
@@ -64,6 +70,7 @@ __all__ = [
     "grant_session",
     "issue_tokens",
     "list_grants",
+    "live_grants_named",
     "personal_token",
     "refresh_grant",
     "revoke",
@@ -139,8 +146,9 @@ grant_sessions_table = Table(
 )
 """The sessions made for a grant's calls (:func:`grant_session`): revoking it ends them."""
 
-# Built once: a token is looked up on every MCP request.
-_FIND_TOKEN = (
+# Compiled once per database and run at the driver's level: a token is looked up on
+# every MCP request but a tool call on a token checked in the last minute.
+_FIND_TOKEN = Prepared(
     select(
         grants_table,
         tokens_table.c.grant_id,
@@ -155,6 +163,26 @@ _FIND_TOKEN = (
 
 class GrantError(ValueError):
     """A grant cannot be made as asked (a bad agent name, say); the message says why."""
+
+
+class AgentNameTaken(GrantError):
+    """One of the user's live grants already acts under this agent name, in any case.
+
+    Approvals and the audit log know an agent by its name and user, so a second live
+    grant under the name would redeem the first one's approvals (and it its), and
+    neither the approval page nor the log could tell the person which client asked.
+    """
+
+    def __init__(self, grant: Grant) -> None:
+        self.grant = grant
+        """The live grant that has the name."""
+        super().__init__(
+            f"an agent named {grant.agent!r} already acts for you "
+            f"({visible.for_terminal(grant.client)}, connected "
+            f"{grant.created_at:%Y-%m-%d %H:%M} UTC), and two agents under one name would "
+            "share your approvals. Choose another name, or revoke that one on your agents "
+            "page first"
+        )
 
 
 @dataclass(frozen=True)
@@ -199,7 +227,10 @@ def create_grant(
     """Record a new grant (no token yet: see :func:`issue_tokens`, :func:`personal_token`).
 
     ``agent`` must be a valid agent name (letters, digits, ``_``, ``.``, ``-``;
-    at most 64); ``client`` is the client's name, kept printable and short.
+    at most 64) that none of the user's live grants has, in any case
+    (:class:`AgentNameTaken`); ``client`` is the client's name, kept printable and
+    short. The check and the insert are one step: of grants made at once under one
+    name, in any process, one is made.
     """
     check_agent_name(agent)
     row = {
@@ -214,8 +245,34 @@ def create_grant(
         "revoked_at": None,
     }
     with db.write() as conn:
+        # The user's grants are made one at a time (SQLite's write transaction is already
+        # the only one): the name's check and the insert see the same grants.
+        serialize(conn, f"{grants_table.name}:{row['user_id']}")
+        taken = conn.execute(_named(row["user_id"], agent)).mappings().first()
+        if taken is not None:
+            raise AgentNameTaken(_grant(taken))
         conn.execute(grants_table.insert().values(**row))
     return _grant(row)
+
+
+def live_grants_named(db: Database, user_id: str | int, agent: str) -> list[Grant]:
+    """The user's live grants whose agent name is ``agent`` in any case, oldest first: at
+    most one, but for grants made before names were checked."""
+    with db.read() as conn:
+        return [_grant(row) for row in conn.execute(_named(str(user_id), agent)).mappings()]
+
+
+def _named(user_id: str, agent: str) -> Select[Any]:
+    return (
+        select(grants_table)
+        .where(
+            grants_table.c.user_id == user_id,
+            grants_table.c.revoked_at.is_(None),
+            # Agent names are ASCII, which every database lowers alike.
+            func.lower(grants_table.c.agent) == agent.lower(),
+        )
+        .order_by(grants_table.c.created_at, grants_table.c.id)
+    )
 
 
 def check_agent_name(agent: str) -> None:

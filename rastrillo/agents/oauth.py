@@ -19,6 +19,9 @@ The rules this provider adds to the SDK's:
 - A redirect URI matches a registered one exactly (both in the URL
   standard's normal form), except that a loopback ``http`` URI may use any
   port (RFC 8252).
+- An agent name is one that none of the user's live grants has, in any case: refused
+  on the consent page, and again, in one step with the insert, when the code is
+  traded (:class:`grants.AgentNameTaken`).
 - PKCE is S256 only: the SDK refuses any other method, and the challenge
   must be a SHA-256 digest in base64url (43 characters).
 - ``resource``, when sent to authorize or token, must be ``<origin>/mcp``.
@@ -253,7 +256,9 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
     """The user allowed: make the code, and return where to send their browser.
 
     Raises :class:`AuthorizationGone` when the request cannot be answered any
-    more (only one answer counts), :class:`BadAgentName` for a bad agent name.
+    more (only one answer counts), :class:`BadAgentName` for a bad agent name or one
+    that one of the user's live grants has (in any case). The grant itself is made when
+    the code is traded, and refused then if the name was taken in between.
     """
     if not Actor.agent(agent).is_named_agent:
         raise BadAgentName(
@@ -264,6 +269,9 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
         grants.check_agent_name(agent)
     except grants.GrantError as exc:
         raise BadAgentName(str(exc)) from None
+    taken = grants.live_grants_named(db, user_id, agent)
+    if taken:
+        raise BadAgentName(str(grants.AgentNameTaken(taken[0])))
     code = secrets.token_urlsafe(32)
     now = db.clock.now()
     row = _decide(
@@ -521,13 +529,22 @@ class Authority:
         if not won:
             self._replayed(request_id)
             raise TokenError("invalid_grant", "authorization code already used or expired")
-        grant = grants.create_grant(
-            self.db,
-            user_id=row.user_id,
-            agent=row.agent,
-            client=client_name,
-            client_id=row.client_id,
-        )
+        try:
+            grant = grants.create_grant(
+                self.db,
+                user_id=row.user_id,
+                agent=row.agent,
+                client=client_name,
+                client_id=row.client_id,
+            )
+        except grants.AgentNameTaken:
+            # Allowed under a name that another grant of the user took since (two consents
+            # under one name, traded at once): nothing is granted.
+            raise TokenError(
+                "invalid_grant",
+                f"the agent name {row.agent!r} was given to another of the user's agents "
+                "since it was allowed: authorize again, under another name",
+            ) from None
         tokens = grants.issue_tokens(self.db, grant.id)
         # A concurrent second use marks replayed_at; whichever of the two writes last sees
         # the other's, so the grant is revoked either here or there.

@@ -15,6 +15,7 @@ import contextlib
 from starlette.responses import Response
 
 from rastrillo import visible
+from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.registry.validate import wire
@@ -39,7 +40,24 @@ def show_approval(ctx: Context) -> Response:
         state=record.state(ctx.db.clock.now()),
         sentence=visible.parts(record.sentence),
         args=[(name, *_typed(value)) for name, value in record.args.items()],
+        clients=_clients(ctx, record),
     )
+
+
+def _clients(ctx: Context, record: consent.ApprovalRecord) -> list[tuple[list[visible.Part], str]]:
+    """The client of the live grant that acts as the approval's agent and was there when
+    the approval was asked, shown as the agents page shows it, and when it was connected:
+    which program asked. A grant made later under the name (the first one revoked, which
+    ends its approvals) asked nothing here. None for an agent no grant acts as (the tool
+    console, an app's own loop); more than one only for grants made before an agent name
+    was kept to one live grant."""
+    if record.agent is None:
+        return []
+    return [
+        (visible.parts(grant.client), f"{grant.created_at:%Y-%m-%d %H:%M} UTC")
+        for grant in grants.live_grants_named(ctx.db, record.user_id, record.agent)
+        if grant.agent == record.agent and grant.created_at <= record.created_at
+    ]
 
 
 _KIND = {bool: "true/false", int: "whole number", float: "number", str: "text"}

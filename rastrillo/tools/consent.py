@@ -37,8 +37,8 @@ from sqlalchemy import (
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
 from rastrillo.options import DEFAULT_APPROVAL_TTL
-from rastrillo.registry.declare import ArgValue
-from rastrillo.registry.errors import ApprovalInvalid, ToolError, TooManyApprovals
+from rastrillo.registry.declare import Arg, ArgValue
+from rastrillo.registry.errors import ApprovalInvalid, BadArg, ToolError, TooManyApprovals
 from rastrillo.registry.validate import wire
 from rastrillo.storage import (
     METADATA,
@@ -58,8 +58,10 @@ __all__ = [
     "APPROVAL_PATH",
     "KEEP_ENDED",
     "MAX_WAITING",
+    "MAX_WRITE_ARGS",
     "ApprovalRecord",
     "approval_path",
+    "check_size",
     "decide",
     "digest",
     "end_agent",
@@ -80,6 +82,11 @@ KEEP_ENDED = timedelta(days=7)
 """How long an approval is kept once it has expired (and, at the latest, once it was used
 or declined): its page and the console show it until then; the audit log keeps who
 approved what for good."""
+MAX_WRITE_ARGS = 64 * 1024
+"""The most characters a write's args may hold in all, as their wire texts, counting
+none that declares its own ``max_length`` (that arg is bounded by its declaration): the
+approval page shows the person every character they approve, so a model's megabyte
+would be a page no one reads, stored and served."""
 
 approvals_table = Table(
     "rastrillo_approvals",
@@ -157,6 +164,26 @@ def digest(tool: str, args: Mapping[str, ArgValue], actor: str, user_id: str, se
         separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_size(tool: str, args: Mapping[str, Arg], texts: Mapping[str, str]) -> None:
+    """Refuse, before any approval is asked, a write whose args are too long for the person
+    to read: :data:`MAX_WRITE_ARGS` characters in all, as their wire ``texts``, not
+    counting an arg that declares ``max_length``. The :class:`BadArg` names the longest."""
+    total, longest = 0, ""
+    for name, text in texts.items():
+        if args[name].max_length is None:
+            total += len(text)
+            if len(text) > len(texts.get(longest, "")):
+                longest = name
+    if total > MAX_WRITE_ARGS:
+        raise BadArg(
+            tool,
+            longest,
+            f"is {len(texts[longest]):,} characters long, and a write's args may hold at most "
+            f"{MAX_WRITE_ARGS:,} characters in all, so the user can read everything they "
+            "approve: shorten it, or make the change in smaller calls",
+        )
 
 
 def request_approval(

@@ -410,6 +410,8 @@ def _check_call(
             texts[name] = typed
         else:
             texts[name] = wire(typed)
+    if defn.access is Access.WRITE:
+        consent.check_size(defn.id, declared, texts)
     actor = call.actor
     if not isinstance(actor, Actor) or not actor.is_named_agent:
         raise BadActor(

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event
 
 from rastrillo.agents import grants
 from rastrillo.agents.grants import GrantError
@@ -232,7 +233,7 @@ def test_a_client_name_is_kept_printable_and_short(db):
     assert "\x1b" not in grant.client and "\u202e" not in grant.client
     assert len(grant.client) == 100
     assert grants.get_grant(db, grant.id).client == grant.client
-    assert grants.create_grant(db, user_id="3", agent="a", client=" ").client == "unnamed client"
+    assert grants.create_grant(db, user_id="3", agent="b", client=" ").client == "unnamed client"
 
 
 @pytest.mark.parametrize("agent", ["console", "Console", "CONSOLE"])
@@ -284,3 +285,67 @@ def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
     asked = settle("approved", None)  # the identical call is asked anew
     assert isinstance(asked, consent.ApprovalRecord) and asked.status == "pending"
     assert asked.id not in (approved.id, pending.id)
+
+
+def test_a_token_is_looked_up_at_the_drivers_level(tmp_path, clock):
+    """Every /mcp request but a remembered tool call looks its token up: on SQLite one
+    SELECT sent straight to the driver, as the framework's other hot-path statements are
+    (SQLAlchemy's connection and result machinery cost several times what SQLite takes)."""
+    db = Database(str(tmp_path / "grants.db"), clock=clock)
+    db.open()
+    tokens = grants.issue_tokens(db, oauth_grant(db).id)
+    assert grants.authenticate(db, tokens.access_token) is not None  # notes the first use
+    through_sqlalchemy: list[str] = []
+    event.listen(
+        db.engine,
+        "before_cursor_execute",
+        lambda _conn, _cursor, statement, *_: through_sqlalchemy.append(statement),
+    )
+    clock.advance(30)  # the last use is not noted again yet
+    found = grants.authenticate_until(db, tokens.access_token)
+    assert found is not None and found[0].agent == "claude"
+    assert found[1] == tokens.access_expires_at
+    assert grants.authenticate(db, tokens.refresh_token) is None
+    assert grants.authenticate(db, "rst_at_" + "x" * 43) is None
+    assert through_sqlalchemy == []
+    db.dispose()
+
+
+def test_one_user_has_one_live_grant_per_agent_name_in_any_case(db):
+    """Approvals and the audit log know an agent by its name and user: a second live grant
+    under a name one of the user's live grants has would share its approvals. Refused, in
+    any case, however the grant is made; another user's, or a revoked one's, is no bar."""
+    first = oauth_grant(db, agent="claude")
+    for agent in ("claude", "Claude", "CLAUDE"):
+        with pytest.raises(grants.AgentNameTaken, match="already acts for you") as info:
+            oauth_grant(db, agent=agent)
+        assert info.value.grant == first
+        with pytest.raises(GrantError, match="revoke"):
+            grants.personal_token(db, user_id="3", agent=agent)
+    assert [g.id for g in grants.list_grants(db, "3")] == [first.id]
+    assert oauth_grant(db, user="4", agent="claude").user_id == "4"
+    assert grants.revoke(db, first.id)
+    assert grants.personal_token(db, user_id="3", agent="Claude")[0].agent == "Claude"
+
+
+def test_of_grants_made_at_once_under_one_name_exactly_one_is_made(db_url, clock):
+    """Two consents under one name, traded at once, in several processes of the app: the
+    check and the insert are one step, so exactly one live grant comes of it."""
+    databases = [Database(db_url, clock=clock) for _ in range(8)]
+    databases[0].open()
+
+    def make(database: Database) -> str:
+        try:
+            return oauth_grant(database, agent="claude").id
+        except grants.AgentNameTaken:
+            return "refused"
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            made = list(pool.map(make, databases))
+        [one] = [grant_id for grant_id in made if grant_id != "refused"]
+        assert made.count("refused") == 7
+        assert [g.id for g in grants.list_grants(databases[0], "3")] == [one]
+    finally:
+        for database in databases:
+            database.dispose()

@@ -147,7 +147,7 @@ def test_a_missing_or_bad_token_is_401_with_the_resource_metadata(served):
     want = f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource"'
     with alice.browser() as browser:  # a signed-in browser: its cookie counts for nothing
         for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"},
-                     {"Authorization": "Bearer " + alice.token() + "x"}):
+                     {"Authorization": "Bearer " + alice.token("spoilt") + "x"}):
             answer = browser.post("/mcp", json=body, headers={**headers, **auth})
             assert answer.status_code == 401
             assert answer.headers["www-authenticate"].startswith("Bearer ")

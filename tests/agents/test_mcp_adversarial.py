@@ -96,7 +96,7 @@ def test_another_users_token_never_acts_for_this_user(served):
 
 def test_a_token_for_one_agent_cannot_act_as_another(served):
     s = served
-    claude, other = s.alice.token("claude"), s.alice.token("other")
+    claude, other = s.alice.token("claude-code"), s.alice.token("other")
     assert s.call(other, "notes_get", {})["result"]["structuredContent"]["actor"] == "agent:other"
     propose_and_approve(s, claude, s.alice, "claude's note")
     answer = s.call(other, "notes_post", {"body": "claude's note"})["result"]
@@ -316,7 +316,7 @@ async def _never(context, params):  # pragma: no cover - the tests drive rounds 
 
 def test_forged_or_replayed_request_state_is_refused(served):
     s = served
-    alice, bob = s.alice.token("claude"), s.bob.token("claude")
+    alice, bob = s.alice.token("stateful"), s.bob.token("stateful")
     args = {"body": "stateful"}
 
     async def attack() -> None:
@@ -392,3 +392,21 @@ def test_fuzzed_calls_reach_no_unregistered_handler_and_run_no_unapproved_write(
         if name not in TOOLS:
             assert result["isError"] is True
     assert s.notes() == before  # no write ran (none was approved), nothing was wiped
+
+
+def test_a_write_too_long_to_read_is_refused_before_any_approval(served):
+    """A model's megabyte of args would be an approval page no one reads: refused, with a
+    message the model can act on, and no approval asked."""
+    s = served
+    token = s.alice.token("verbose")
+    answer = s.call(token, "notes_post", {"body": "x" * 1024 * 1024})["result"]
+    assert answer["isError"] is True
+    assert "at most 65,536 characters in all" in text(answer)
+    asked = s.db.query_one(
+        "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
+    )
+    assert asked.n == 0
+    assert s.call(token, "notes_post", {"body": "x" * 1000})["result"]["isError"] is True
+    assert s.db.query_one(
+        "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
+    ).n == 1

@@ -16,11 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx
+import httpx2
+import mcp_types as types
 import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import MetaData, select, update
 
 from rastrillo.agents import grants, oauth
+from rastrillo.agents.mcp import APPROVAL_META
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import ManualClock, live_server
@@ -763,3 +769,114 @@ def test_an_expired_consent_request_cannot_be_answered(server: Server):
     )
     assert late.status_code == 400
     assert server.grants() == []
+
+
+# -- one agent name, one live grant ----------------------------------------------------
+
+CANCEL = "orders_id_cancel_post"
+CANCEL_ARGS = {"id": "7", "reason": "dup"}
+
+
+def connected(server: Server, name: str, agent: str) -> tuple[str, str]:
+    """A client that went through the whole flow as ``agent``: its id and access token."""
+    client_id = server.register(name=name)
+    verifier, challenge = pkce()
+    done = server.answer(server.consent_url(client_id, challenge), agent=agent)
+    assert done.status_code == 303, done.text
+    response = server.exchange(client_id, query_of(done.headers["location"])["code"], verifier)
+    assert response.status_code == 200, response.text
+    return client_id, response.json()["access_token"]
+
+
+def call_tool(server: Server, token: str, tool: str, args: dict[str, str]) -> types.CallToolResult:
+    """One ``tools/call`` over /mcp by the official Python client."""
+
+    async def call() -> types.CallToolResult:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with http, Client(
+            streamable_http_client(server.resource, http_client=http), mode="legacy"
+        ) as client:
+            return await client.call_tool(tool, args)
+
+    return anyio.run(call)
+
+
+def approve(server: Server, url: str) -> str:
+    """The person approves on the approval page, in their own browser; the page as shown."""
+    with server.browser() as browser:
+        page = browser.get(url)
+        assert page.status_code == 200, page.text
+        assert browser.post(url, data={"decision": "approve"}).status_code == 303
+    return page.text
+
+
+def test_a_second_client_cannot_take_a_live_agents_name_and_so_its_approvals(server: Server):
+    """Approvals are the agent's: bound to its name and its user. A second client that the
+    person names like an agent already acting for them (typed on the consent page: the
+    name offered skips live names) would redeem the first one's approvals over /mcp, and
+    the approval page could not tell the person which client asked. The name is refused,
+    in any case, before any code is made; a name of the person's own choice works."""
+    _, claude = connected(server, "Claude Code", "claude")
+    asked = call_tool(server, claude, CANCEL, CANCEL_ARGS)
+    assert asked.is_error and asked.meta is not None
+    url = asked.meta[APPROVAL_META]["url"]
+
+    other = server.register(name="Helpful Tool")
+    verifier, challenge = pkce()
+    consent = server.consent_url(other, challenge)
+    for typed in ("claude", "Claude", "CLAUDE"):
+        refused = server.answer(consent, agent=typed)
+        assert refused.status_code == 400, refused.text
+        assert "already acts for you" in refused.text
+        assert f'value="{typed}"' in refused.text  # what they typed, to change
+        assert "/_rastrillo/agents" in refused.text
+    assert [g.agent for g in server.grants()] == ["claude"]
+
+    page = approve(server, url)
+    assert "agent:claude" in page and "Claude Code" in page  # which client asked
+    done = server.answer(consent, agent="helper")
+    code = query_of(done.headers["location"])["code"]
+    helper = server.exchange(other, code, verifier).json()["access_token"]
+    # The second client's identical call is its own: the person is asked again.
+    again = call_tool(server, helper, CANCEL, CANCEL_ARGS)
+    assert again.is_error and again.meta is not None
+    assert again.meta[APPROVAL_META]["url"] != url
+    ran = call_tool(server, claude, CANCEL, CANCEL_ARGS)
+    assert not ran.is_error, ran.content
+    assert call_tool(server, claude, CANCEL, CANCEL_ARGS).is_error  # once
+
+
+def test_two_consents_under_one_name_at_once_make_one_grant(stored: Server):
+    """Two clients allowed under one name before either traded its code (two tabs, or a
+    person and an attacker racing): the codes are traded at once, and exactly one grant is
+    made; the other exchange is refused, saying why, and grants nothing."""
+    answers = []
+    for name in ("Claude Code", "Claude Desktop"):
+        client_id = stored.register(name=name)
+        verifier, challenge = pkce()
+        done = stored.answer(stored.consent_url(client_id, challenge), agent="claude")
+        assert done.status_code == 303, done.text
+        answers.append((client_id, query_of(done.headers["location"])["code"], verifier))
+    with ThreadPoolExecutor(2) as pool:
+        responses = list(pool.map(lambda a: stored.exchange(*a), answers))
+    assert sorted(r.status_code for r in responses) == [200, 400]
+    [refused] = [r.json() for r in responses if r.status_code == 400]
+    assert refused["error"] == "invalid_grant"
+    assert "claude" in refused["error_description"]
+    assert [g.agent for g in stored.live_grants()] == ["claude"]
+
+
+def test_an_approval_page_never_names_a_client_connected_after_it_was_asked(server: Server):
+    """The approval page names the client an agent asks through: the live grant under that
+    name. A grant made later under the same name (the first one revoked, which ends its
+    approvals) did not ask for an approval made before it, and is not named on its page."""
+    old, token, _ = grants.personal_token(server.app.db, user_id=USER, agent="claude")
+    asked = call_tool(server, token, CANCEL, CANCEL_ARGS)
+    assert asked.is_error and asked.meta is not None
+    url = asked.meta[APPROVAL_META]["url"]
+    assert grants.revoke(server.app.db, old.id)
+    connected(server, "Later App", "claude")
+    with server.browser() as browser:
+        page = browser.get(url)
+    assert page.status_code == 200 and "expired before it was decided" in page.text
+    assert "Later App" not in page.text and "personal token" not in page.text

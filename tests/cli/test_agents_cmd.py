@@ -82,7 +82,9 @@ def test_revoking_an_unknown_or_revoked_grant_is_a_clear_error(app_dir: Path, db
 
 def test_every_grant_id_can_be_typed_after_agents_revoke(app_dir: Path, db: Database):
     # An id starting with "-" would read as an option: revoke could not be given it.
-    ids = [grants.create_grant(db, user_id="1", agent="desk", client="c").id for _ in range(200)]
+    ids = [
+        grants.create_grant(db, user_id="1", agent=f"desk-{n}", client="c").id for n in range(200)
+    ]
     assert not [grant_id for grant_id in ids if not grant_id[0].isalnum()]
     assert main(["agents", "revoke", ids[0], "--app", str(app_dir)]) == 0
 

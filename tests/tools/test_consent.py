@@ -12,10 +12,12 @@ from sqlalchemy import event
 from starlette.testclient import TestClient
 
 import rastrillo
+from rastrillo.registry.declare import ToolDef
 from rastrillo.sessions import cookie_name
 from rastrillo.testing import ManualClock
 from rastrillo.tools import (
     ApprovalInvalid,
+    BadArg,
     Call,
     ConfirmRequired,
     ToolError,
@@ -552,3 +554,64 @@ def test_of_concurrent_proposals_no_more_than_the_cap_wait(tmp_path, db_url):
     assert waiting(f) == consent.MAX_WAITING
     audit.flush(f.app.db)
     f.app.db.dispose()
+
+
+def approval_rows(f: Fixture) -> int:
+    with f.app.db.read() as conn:
+        return len(conn.execute(consent.approvals_table.select()).all())
+
+
+def test_a_write_too_large_to_read_is_refused_before_any_approval(f):
+    """The approval page shows every character of a write's args (it must: the person
+    approves what they read), so a model that sends a megabyte would make a page no one
+    reads, stored and served. A write whose args hold more than the limit, in all, is
+    refused as a BadArg naming the largest arg, before any approval is recorded; the
+    refusal is in the audit log."""
+    session = f.session("3")
+    limit = consent.MAX_WRITE_ARGS
+    for args in (
+        {"id": "7", "reason": "x" * 1024 * 1024},
+        {"id": "7", "reason": "x" * limit},  # the id's one character makes it one over
+        {"id": "7" * (limit // 2), "reason": "é" * (limit // 2 - 1) + "\n\n"},
+    ):
+        with pytest.raises(BadArg) as refused:
+            cancel(f, session, args)
+        assert isinstance(refused.value, ToolError)
+        largest = max(args, key=lambda name: len(args[name]))
+        assert refused.value.name == largest
+        assert f"at most {limit:,} characters" in str(refused.value)
+        row = audit.latest(f.app.db, limit=1)[0]
+        assert row.refusal_kind == "BadArg" and row.tool == CANCEL and row.status is None
+    assert approval_rows(f) == 0 and f.ran("cancel") == []
+    # At the limit, the person is asked.
+    pending = propose(f, session, {"id": "7", "reason": "x" * (limit - 1)})
+    assert approval_rows(f) == 1 and pending.approval_id
+
+
+def test_an_arg_that_declares_its_max_length_is_bounded_by_that_alone(f):
+    """An app that means a write to take long text says so on the arg (``max_length``):
+    that arg is then bounded by its declaration, and the others by the limit."""
+    limit = consent.MAX_WRITE_ARGS
+    long_text = ToolDef(
+        id="notes_id_erase_post",
+        method="POST",
+        path="/notes/{id}/erase",
+        description="Erase a note, saying why.",
+        access=rastrillo.ToolWrite,
+        args={"id": "the note", "why": rastrillo.Arg("the reason", max_length=3 * limit)},
+        confirm="Erase note {id}?",
+    )
+    session = f.session("3")
+
+    def erase(args: dict[str, str]) -> None:
+        call = Call(tool=long_text.id, args=args, actor=AGENT, session=session)
+        run(f.app, [long_text], call)
+
+    with pytest.raises(ConfirmRequired):
+        erase({"id": "7", "why": "y" * 3 * limit})
+    with pytest.raises(BadArg, match="at most"):
+        erase({"id": "7", "why": "y" * (3 * limit + 1)})  # its own bound
+    with pytest.raises(BadArg) as refused:
+        erase({"id": "7" * (limit + 1), "why": "short"})
+    assert refused.value.name == "id"
+    assert approval_rows(f) == 1
