@@ -257,12 +257,34 @@ def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[Au
     return [_record(row) for row in rows]
 
 
+ARG_TEXT_KEPT = 4096
+"""The most characters of one arg's name or value a row keeps (the rest cut, ending ``…``)."""
+ARGS_KEPT = 64
+"""The most args a row keeps, in the call's order; the others are counted under ``"…"``."""
+
+
 def _json_scalar(value: Any) -> Any:
     """A value as JSON keeps it: bools, integers and finite numbers as they are (a typed
-    `2` is not recorded as `"2"`), anything else as storable text."""
+    `2` is not recorded as `"2"`), anything else as storable text, cut to its length."""
     if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
         return value
-    return _text(value)
+    return _cut(_text(value), ARG_TEXT_KEPT)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _args_json(args: dict[Any, Any]) -> str:
+    """The call's args as the row keeps them, bounded whatever a model sent: a megabyte of
+    text, or ten thousand names, is a few KiB of row."""
+    kept = {
+        _cut(_text(name), ARG_TEXT_KEPT): _json_scalar(value)
+        for name, value in itertools.islice(args.items(), ARGS_KEPT)
+    }
+    if len(args) > ARGS_KEPT:
+        kept["…"] = f"{len(args) - ARGS_KEPT} more args"
+    return json.dumps(kept, ensure_ascii=False)
 
 
 def _text(value: Any) -> str:
@@ -295,9 +317,7 @@ def _storable(entry: Entry) -> dict[str, Any]:
         "actor": str(actor) if named else actor,
         "agent": actor.name if named and actor.is_named_agent else None,  # type: ignore[union-attr]
         "user_id": entry.user_id,
-        "args": json.dumps(
-            {_text(k): _json_scalar(v) for k, v in entry.args.items()}, ensure_ascii=False
-        ),
+        "args": _args_json(entry.args),
         "approval_id": entry.approval_id,
         "approval_path": entry.approval_path,
         "approved_by": approval.approved_by if approval else None,
@@ -320,10 +340,7 @@ def _storable(entry: Entry) -> dict[str, Any]:
             and (limit is None or len(value) <= limit)
         ):
             continue  # the usual case: stored as it is
-        text = _text(value)
-        if limit is not None and len(text) > limit:
-            text = text[: limit - 1] + "…"
-        values[name] = text
+        values[name] = _text(value) if limit is None else _cut(_text(value), limit)
     return values
 
 

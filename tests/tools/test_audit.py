@@ -568,3 +568,24 @@ def test_rastrillo_audit_only_reads_it_neither_migrates_nor_seeds(tmp_path, caps
         "SELECT name FROM sqlite_master WHERE type = 'table'"
     )
     assert tables.fetchall() == []
+
+
+def test_a_row_stays_small_whatever_args_a_model_sends(tmp_path):
+    """A read takes no size limit on its args, and a refused call records them as sent: a
+    model's megabyte, or ten thousand arg names, must not make a megabyte row each time."""
+    f = build(tmp_path)
+    session = f.session("3")
+    huge = "x" * 1_000_000
+    many = {f"a{n}": n for n in range(10_000)}
+    for args in ({"id": huge}, many, {huge: 1}):
+        with contextlib.suppress(ToolError):
+            run(f.app, f.defs, Call(tool="orders_id_get", args=args, actor=AGENT, session=session))
+    audit.flush(f.app.db)
+    long_value, many_names, long_name = reversed(audit.latest(f.app.db, limit=3))
+    assert long_value.args == {"id": "x" * (audit.ARG_TEXT_KEPT - 1) + "…"}
+    assert len(many_names.args) == audit.ARGS_KEPT + 1
+    assert many_names.args["a0"] == 0 and many_names.args["…"] == "9936 more args"
+    assert list(long_name.args) == ["x" * (audit.ARG_TEXT_KEPT - 1) + "…"]
+    stored = f.app.db.query("SELECT length(args) AS n FROM rastrillo_audit")
+    assert max(row.n for row in stored) < 10 * audit.ARG_TEXT_KEPT
+    f.app.db.dispose()
