@@ -627,18 +627,14 @@ class Prepared:
 class DriverTransaction:
     """What :meth:`Database.driver_write` yields: run `Prepared` statements in it."""
 
-    __slots__ = ("_cursor", "_dialect")
+    __slots__ = ("_cursor", "dialect")
 
     def __init__(self, cursor: Any, dialect: Dialect) -> None:
-        self._cursor, self._dialect = cursor, dialect
-
-    @property
-    def dialect(self) -> Dialect:
-        return self._dialect
+        self._cursor, self.dialect = cursor, dialect
 
     def run(self, statement: Prepared, /, **values: Any) -> list[tuple[Any, ...]]:
         """Run ``statement`` with ``values`` for its binds; the rows it returns, if any."""
-        form = statement.form(self._dialect)
+        form = statement.form(self.dialect)
         self._cursor.execute(form.sql, form.params(values))
         if not form.read:
             return []
@@ -647,7 +643,7 @@ class DriverTransaction:
     def run_many(self, statement: Prepared, rows: Iterable[Mapping[str, Any]], /) -> None:
         """Run ``statement`` once for each of ``rows`` (values for its binds) in one call
         to the driver: a batch of INSERTs, say."""
-        form = statement.form(self._dialect)
+        form = statement.form(self.dialect)
         self._cursor.executemany(form.sql, [form.params(values) for values in rows])
 
 

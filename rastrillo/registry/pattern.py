@@ -66,16 +66,18 @@ def pattern_problem(pattern: str) -> str | None:
     """Why ``pattern`` cannot be declared, or None: syntax only Python's ``re`` has, a
     ``\\S`` inside a character class (not expressible for ``re``), or no regular
     expression at all."""
-    outside = "".join(" " if in_class else token for token, in_class in _tokens(pattern))
-    for syntax, problem in _PYTHON_ONLY:
-        if re.search(syntax, outside):
-            return f"pattern {pattern!r}: {problem}; providers read it as JavaScript does"
+    outside: list[str] = []
     for token, in_class in _tokens(pattern):
         if token in ("[]", "[^]"):
             return f"pattern {pattern!r}: a ] first in [...] is literal only to Python: write \\]"
         if token == r"\S" and in_class:
             return f"pattern {pattern!r}: \\S inside [...] is not supported; write (?:\\S|[...])"
+        outside.append(" " if in_class else token)
+    for syntax, problem in _PYTHON_ONLY:
+        if re.search(syntax, "".join(outside)):
+            return f"pattern {pattern!r}: {problem}; providers read it as JavaScript does"
     try:
+        re.compile(pattern)  # first as written: an error's position is the author's
         compile_pattern(pattern)
     except re.error as exc:
         return f"pattern does not compile: {exc}"

@@ -39,6 +39,8 @@ from rastrillo.errors import RastrilloError
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
 __all__ = [
+    "ARGS_KEPT",
+    "ARG_TEXT_KEPT",
     "AuditNotWritten",
     "AuditRecord",
     "Called",
