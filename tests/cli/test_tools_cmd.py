@@ -67,11 +67,9 @@ def test_list_prints_an_authors_control_characters_escaped_one_line_per_tool(tmp
 @pytest.mark.parametrize("agent", ["bad name", "x\x1b[31m", ".dot", "a" * 65])
 def test_call_refuses_a_name_no_agent_may_have_before_calling_and_escaped(agent, tmp_path, capsys):
     db = tmp_path / "app.db"
+    call = ["tools", "call", "orders_get", "--as", agent, "--user", "1"]
     with pytest.raises(SystemExit) as exit_:
-        main(
-            ["tools", "call", "orders_get", "--as", agent, "--user", "1", "--app", str(TICKETS)]
-            + ["--db", str(db)]
-        )
+        main([*call, "--app", str(TICKETS), "--db", str(db)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "is no agent name: letters, digits" in err
