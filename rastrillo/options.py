@@ -189,7 +189,6 @@ _SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
         "db_max_overflow": (_number(0, whole=True), "a number of connections of at least 0"),
         "version": (_text, "a string"),
         "origin": (_optional(_text), "an origin such as 'https://tickets.example', or None"),
-        "next_due": _HOOK,
         "setup": _HOOK,
         "console": _YES_NO,
         "demo": _YES_NO,
@@ -211,4 +210,5 @@ _SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
     }.items()
 ]
 """Each setting checked when `Options` is made, what accepts a value, and what it wants.
-(``sidecar`` is checked as the sidecar is made, ``clock`` is any `Clock`.)"""
+(``sidecar`` and ``next_due`` are checked when the app is built, with what they take;
+``clock`` is any `Clock`.)"""
