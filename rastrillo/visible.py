@@ -41,7 +41,9 @@ _IGNORABLE = (
 # Controls, format characters, surrogates, private use, unassigned, line and
 # paragraph separators, and every space but the plain one.
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
-_BRAILLE_BLANK = 0x2800
+_BLANK = frozenset({0x2800, 0xFFFC})
+"""Neither ignorable nor a space to Unicode, yet drawn as blank (the braille pattern
+blank) or as nothing at all (the object replacement character, in Chromium)."""
 
 
 @lru_cache(maxsize=4096)
@@ -50,7 +52,7 @@ def is_hidden(char: str) -> bool:
     if char == " ":
         return False
     code = ord(char)
-    if code == _BRAILLE_BLANK or unicodedata.category(char) in _HIDDEN_CATEGORIES:
+    if code in _BLANK or unicodedata.category(char) in _HIDDEN_CATEGORIES:
         return True
     return any(low <= code <= high for low, high in _IGNORABLE)
 
@@ -72,7 +74,7 @@ def _escape(char: str) -> str:
     escaped = repr(char)[1:-1]
     if escaped != char:  # \n, \t, \x1b, \u200b, \U000e0001 …
         return escaped
-    # Printable to Python, blank to a reader (U+2800, U+3164 …).
+    # Printable to Python, blank to a reader (U+2800, U+3164, U+FFFC …).
     code = ord(char)
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 

@@ -170,7 +170,10 @@ def test_the_sentence_shown_is_the_rendered_template(tmp_path):
     assert re.search(r"Cancel order \{reason\}<span[^>]*>↵</span><br>more\?", page)
 
 
-INVISIBLE = ["\u200b", "\u2028", "\u2029", "\ufeff", "\u00ad", "\u3164", "\u2800", "\U000e0041"]
+INVISIBLE = [
+    *("\u200b", "\u2028", "\u2029", "\ufeff", "\u00ad", "\u3164", "\u2800", "\U000e0041"),
+    "\ufffc",  # the object replacement character: Chromium draws it as nothing
+]
 
 
 @pytest.mark.parametrize("hidden", INVISIBLE)
