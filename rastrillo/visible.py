@@ -83,18 +83,19 @@ Part = tuple[str, str | None]
 """A run of plain text ``(text, None)``, or one hidden character ``(char, "U+200B")``."""
 
 
-def parts(text: str) -> list[Part]:
+def parts(text: str, *, leading: bool = True, trailing: bool = True) -> list[Part]:
     """``text`` as runs of plainly visible text and single hidden characters, in order.
 
     A page shows each hidden character as a visible mark with its label, so the
     person reading it sees every character there is. Leading and trailing plain
-    spaces count as hidden too: nothing shows where they end.
+    spaces count as hidden too: nothing shows where they end. ``leading`` or
+    ``trailing`` False: ``text`` is a piece of a longer text that goes on on that side,
+    where its spaces show.
     """
     out: list[Part] = []
     run: list[str] = []
-    stripped = text.strip(" ")
-    start = len(text) - len(text.lstrip(" "))
-    end = start + len(stripped)
+    start = len(text) - len(text.lstrip(" ")) if leading else 0
+    end = len(text.rstrip(" ")) if trailing else len(text)
     for i, char in enumerate(text):
         if is_hidden(char) or (char == " " and not start <= i < end):
             if run:
