@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
@@ -217,7 +216,7 @@ class App:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     try:
-                        await run_in_threadpool(self.start)
+                        await threads.in_thread(self.start)
                         if self._mcp is not None:
                             # The SDK's session manager: its task group lives as long as the
                             # server does.
