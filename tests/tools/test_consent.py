@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -169,6 +170,17 @@ def test_the_sentence_shown_is_the_rendered_template(tmp_path):
     assert pending.sentence == "Cancel order {reason}\nmore? Its tickets go back on sale."
     page = browser(f, "3").get(pending.url).text
     assert re.search(r"Cancel order <bdi>\{reason\}<span[^>]*>↵</span><br>more</bdi>\?", page)
+
+
+def test_after_the_template_changed_the_page_shows_the_sentence_approved(f):
+    """The page puts each value of the sentence in its own ``<bdi>`` by rendering the
+    tool's template again; once the template changed (a new release), it shows the
+    stored sentence, the one the person is asked about, whole."""
+    pending = propose(f, f.session("3"))
+    i = next(i for i, d in enumerate(f.options.tools) if d.id == CANCEL)
+    f.options.tools[i] = dataclasses.replace(f.options.tools[i], confirm="Drop order {id}!")
+    page = browser(f, "3").get(pending.url).text
+    assert '<p class="sentence">Cancel order 7? Its tickets go back on sale.</p>' in page
 
 
 INVISIBLE = [
