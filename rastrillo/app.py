@@ -48,7 +48,7 @@ from rastrillo.pages.approvals import approval_routes
 from rastrillo.pages.headers import FRAMEWORK_PREFIX, SecurityHeaders, secured
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
-from rastrillo.routing import Match, Route, Router
+from rastrillo.routing import Match, Route, Router, raw_path
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
 from rastrillo.storage import Database, DatabaseUnavailable, is_unavailable
@@ -127,7 +127,8 @@ class App:
         self._stack: ASGIApp = SecurityHeaders(
             UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
             app_pages=options.security_headers,
-            exempt=(STATIC_PREFIX,),
+            # Only where the static files answer: elsewhere /static/… is an app page.
+            exempt=(STATIC_PREFIX,) if self._static is not None else (),
         )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             "/healthz": _healthz,
@@ -412,13 +413,6 @@ def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..
 @_get_only
 async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
-
-
-def raw_path(scope: Scope) -> str:
-    """The request's path as sent, still percent-encoded: what every route matches on, so
-    an encoded slash stays inside one segment."""
-    raw = scope.get("raw_path")
-    return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
 
 
 def _static_files(directory: Path) -> ASGIApp | None:

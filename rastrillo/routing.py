@@ -220,6 +220,13 @@ class Router:
         return None
 
 
+def raw_path(scope: Mapping[str, Any]) -> str:
+    """The request's path as sent, still percent-encoded: what every route matches on, so
+    an encoded slash stays inside one segment."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
+
+
 def _split(path: str) -> list[str] | None:
     """Split a raw path into segments; `/` is no segment, one trailing `/` is ignored."""
     if not path.startswith("/"):
