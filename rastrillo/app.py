@@ -51,7 +51,7 @@ from rastrillo.registry.validate import ArgError
 from rastrillo.routing import Match, Route, Router, raw_path
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
-from rastrillo.storage import Database
+from rastrillo.storage import Database, DatabaseUnavailable, is_unavailable
 
 if TYPE_CHECKING:
     from rastrillo.agents.mcp import McpEndpoint
@@ -174,13 +174,25 @@ class App:
         return (defn.method, defn.path) in self._checked_in_handle
 
     def start(self) -> App:
-        """Open the database, apply migrations and run ``setup``; later calls do nothing."""
+        """Open the database, apply migrations and run ``setup``; later calls do nothing.
+
+        A database that does not answer (a server down, a wrong host) raises
+        `DatabaseUnavailable` saying so, which ``python app.py`` prints as one line.
+        """
         with self._start_lock:
             if not self._started:
-                with self.db.startup_lock():
-                    self.db.open(self.options.app_dir / "migrations")
-                    if self.options.setup is not None:
-                        self.options.setup(self.db)
+                try:
+                    with self.db.startup_lock():
+                        self.db.open(self.options.app_dir / "migrations")
+                        if self.options.setup is not None:
+                            self.options.setup(self.db)
+                except Exception as exc:
+                    if not is_unavailable(exc) or isinstance(exc, DatabaseUnavailable):
+                        raise
+                    reason = getattr(exc, "orig", None) or exc  # the driver's own words
+                    raise DatabaseUnavailable(
+                        f"cannot start: the database does not answer ({reason})"
+                    ) from exc
                 self._started = True
         return self
 

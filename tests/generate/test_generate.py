@@ -90,6 +90,28 @@ def test_refusals_name_the_file_and_leave_gen_alone(tmp_path, files, expected):
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    "handle",
+    ["def handle():", "async def handle():", "def handle(ctx, db):", "def handle(*, ctx):",
+     "def handle(ctx, *, user):", "def handle(**kwargs):"],
+)
+def test_a_handle_that_cannot_take_ctx_is_refused_at_its_line(tmp_path, handle):
+    make(tmp_path, {"x.GET.py": f"import rastrillo\n\n{handle}\n    return None\n"})
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    assert str(info.value) == "actions/x.GET.py:3: handle takes one argument, ctx: def handle(ctx)"
+
+
+@pytest.mark.parametrize(
+    "handle",
+    ["def handle(ctx):", "async def handle(ctx):", "def handle(ctx, db=None):",
+     "def handle(ctx, /):", "def handle(*args):", "def handle(ctx, *, user=None, **extra):"],
+)
+def test_a_handle_that_takes_ctx_is_taken(tmp_path, handle):
+    make(tmp_path, {"x.GET.py": f"{handle}\n    return None\n"})
+    generate(tmp_path)
+
+
 def test_files_are_decoded_as_python_imports_them(tmp_path):
     latin1 = '# -*- coding: latin-1 -*-\nTOOL = rastrillo.Tool(description="Caf\u00e9.")\n'
     (tmp_path / "actions").mkdir()

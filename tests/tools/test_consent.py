@@ -261,9 +261,11 @@ def test_an_unknown_approval_id(f):
 
 
 def test_an_expired_approval(tmp_path):
-    f = build(tmp_path, approval_ttl=timedelta(0))
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
     session = f.session("3")
     pending = propose(f, session)
+    clock.advance(10 * 60)  # the approval's ten minutes, to the microsecond
     with pytest.raises(ApprovalInvalid) as info:
         consent.decide(f.app.db, "3", pending.approval_id, True)
     assert info.value.reason == "expired"
