@@ -45,10 +45,21 @@ from rastrillo.options import Options
 from rastrillo.pages import console
 from rastrillo.pages.agents import agents_routes
 from rastrillo.pages.approvals import approval_routes
-from rastrillo.pages.headers import FRAMEWORK_PREFIX, SecurityHeaders, secured
+from rastrillo.pages.headers import SecurityHeaders, secured
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
-from rastrillo.routing import Match, Route, Router, raw_path
+from rastrillo.routing import (
+    FRAMEWORK_PREFIX,
+    HEALTH_PATH,
+    NEXT_DUE_PATH,
+    READY_PATH,
+    STATIC_PREFIX,
+    VERSION_PATH,
+    Match,
+    Route,
+    Router,
+    raw_path,
+)
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
 from rastrillo.storage import Database, DatabaseUnavailable, is_unavailable
@@ -58,7 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rastrillo.app")
 
-STATIC_PREFIX = "/static/"
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -131,12 +141,12 @@ class App:
             exempt=(STATIC_PREFIX,) if self._static is not None else (),
         )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
-            "/healthz": _healthz,
-            "/readyz": _get_only(readiness(self.db)),
-            "/api/version": _get_only(self._version),
+            HEALTH_PATH: _healthz,
+            READY_PATH: _get_only(readiness(self.db)),
+            VERSION_PATH: _get_only(self._version),
         }
         if options.next_due is not None or options.sidecar is not None:
-            self._endpoints["/api/next-due"] = _get_only(
+            self._endpoints[NEXT_DUE_PATH] = _get_only(
                 next_due_endpoint(self.db, next_due=options.next_due, sidecar=options.sidecar)
             )
 

@@ -12,7 +12,13 @@ from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
 from rastrillo.generate.rules import check_registry
 from rastrillo.registry.declare import ToolDef
-from rastrillo.routing import RouteFileError, is_action_part, route_for_file, route_shape
+from rastrillo.routing import (
+    RouteFileError,
+    framework_use,
+    is_action_part,
+    route_for_file,
+    route_shape,
+)
 
 ACTIONS_DIR = "actions"
 
@@ -80,6 +86,10 @@ def _read_action(file: str, rel: str, source: str) -> tuple[ActionFile | None, l
         method, path = route_for_file(rel)
     except RouteFileError as exc:
         return None, [Problem(source, None, str(exc))]
+    use = framework_use(path)
+    if use is not None:
+        message = f"{method} {path} is the framework's ({use}): this action would never run"
+        return None, [Problem(source, None, message + "; choose another path")]
     # Bytes, decoded by the parser as Python's import decodes them (UTF-8 unless the
     # file says otherwise); a file that cannot be decoded is a syntax error.
     try:

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rastrillo.routing import raw_path
+from rastrillo.routing import FRAMEWORK_PREFIX, raw_path
 
 __all__ = ["FRAMEWORK_PREFIX", "HEADERS", "SecurityHeaders", "secured"]
 
-FRAMEWORK_PREFIX = "/_rastrillo/"
 """The framework's own pages (approvals, console, agents) all live under this path."""
 
 HEADERS: tuple[tuple[str, str], ...] = (
