@@ -86,12 +86,13 @@ class IndentingFormatter(logging.Formatter):
         return "".join([text, *(f"\n{CONTINUATION}{for_terminal(line)}" for line in lines)])
 
 
-def configure_logging() -> None:
-    """INFO logs to stderr with time and logger name, repeats held back, each message on
-    one line and each traceback line under it, unless the app configured logging."""
+def configure_logging(level: int = logging.INFO) -> None:
+    """Logs from ``level`` up to stderr with time and logger name, repeats held back, each
+    message on one line and each traceback line under it, unless the app configured
+    logging."""
     if not logging.getLogger().handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(IndentingFormatter(FORMAT))
         handler.addFilter(RepeatFilter())  # first: it keys on the message's template
         handler.addFilter(OneLineFilter())
-        logging.basicConfig(level=logging.INFO, handlers=[handler])
+        logging.basicConfig(level=level, handlers=[handler])

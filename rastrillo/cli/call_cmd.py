@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,15 @@ def _call(args: argparse.Namespace) -> int:
     from rastrillo.actor import Actor
     from rastrillo.app import handler
     from rastrillo.loader import load_options
+    from rastrillo.logs import configure_logging
     from rastrillo.registry.validate import call_args as typed_args
     from rastrillo.serve import select_database
     from rastrillo.sessions.store import create_session, delete_session
     from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
     from rastrillo.tools.audit import flush
 
+    # A handler's traceback reaches this terminal as the server's logs would: escaped.
+    configure_logging(logging.WARNING)
     options = select_database(load_options(args.app), args.db)
     app = handler(options)
     defn = next((d for d in options.tools if d.id == args.tool), None)

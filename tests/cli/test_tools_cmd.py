@@ -1,6 +1,8 @@
 """`rastrillo tools list` and `rastrillo tools schemas` on an app folder."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,25 @@ def test_call_refuses_a_name_no_agent_may_have_before_calling_and_escaped(agent,
     assert "is no agent name: letters, digits" in err
     assert "\x1b" not in err
     assert not db.exists()  # refused as a usage error: no app opened, no audit row
+
+
+def test_call_prints_a_handlers_traceback_escaped_on_stderr(tmp_path):
+    failing = """
+        import rastrillo
+
+        TOOL = rastrillo.Tool(description="Fail.")
+
+
+        def handle(ctx):
+            raise RuntimeError("\\x1b[2J\\x1b]0;pwned\\x07 boom")
+    """
+    app = write_app(tmp_path / "app", {"fail.GET.py": failing})
+    done = subprocess.run(
+        [sys.executable, "-m", "rastrillo.cli.main", "tools", "call", "fail_get", "--as", "bot",
+         "--user", "1", "--app", str(app)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stdout.startswith("500")
+    assert "RuntimeError: \\x1b[2J\\x1b]0;pwned\\x07 boom" in done.stderr  # escaped, one line
+    assert "\x1b" not in done.stderr
