@@ -50,9 +50,10 @@ def person(
     screenshotted when the test ends, pass or fail."""
     contexts = []
 
-    def open_page(viewport: dict[str, int] = DESKTOP) -> Page:
+    def open_page(viewport: dict[str, int] = DESKTOP, scripts: bool = False) -> Page:
+        """Scripts are off unless asked for: every page works without them."""
         context = browser.new_context(
-            base_url=app.origin, viewport=viewport, java_script_enabled=False
+            base_url=app.origin, viewport=viewport, java_script_enabled=scripts
         )
         context.set_default_timeout(5000)
         contexts.append(context)

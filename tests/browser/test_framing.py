@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
+import httpx
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
+from rastrillo.agents import oauth
 from rastrillo.app import App
 from rastrillo.tools import consent
 from tests.browser.hostile import hostile_site
@@ -73,3 +75,71 @@ def test_a_form_on_another_port_cannot_decide_the_approval(person: Person, app: 
     assert record is not None and record.state(app.db.clock.now()) == "pending"
     page.goto(approval)  # the user, on the app itself, still has the choice to make
     assert page.get_by_role("button", name="Approve").is_visible()
+
+
+HELD_AT_READY = """
+document.addEventListener("DOMContentLoaded", () => {
+  const approve = document.querySelector('button[value="approve"]');
+  if (!approve) return;
+  window.heldAtReady = approve.disabled;
+  approve.click();  // the second click of a double-click that a hostile window set up
+});
+"""
+
+
+def test_a_click_before_the_page_had_the_focus_a_moment_decides_nothing(
+    person: Person, app: App
+) -> None:
+    """Double-clickjacking: a hostile window asks for a double-click, closes on the first
+    press and leaves the approval page under the second. Nothing is framed, so only the
+    page itself can refuse a click that comes before the person could have read it."""
+    page = person(scripts=True)
+    sign_in(page, ALICE)
+    approval = propose_cancel(page)
+    page.add_init_script(HELD_AT_READY)
+    page.goto(approval)
+    approve = page.get_by_role("button", name="Approve")
+    assert page.evaluate("window.heldAtReady") is True
+    expect(approve).to_be_enabled()  # a moment later, for the person
+    record = consent.get(app.db, approval.rsplit("/", 1)[1])
+    assert record is not None and record.state(app.db.clock.now()) == "pending"
+    # The window losing the focus holds the buttons again; getting it back, for a moment.
+    page.evaluate("window.dispatchEvent(new Event('blur'))")
+    expect(approve).to_be_disabled()
+    assert page.evaluate("window.dispatchEvent(new Event('focus')), "
+                         "document.querySelector('button[value=approve]').disabled") is True
+    expect(approve).to_be_enabled()
+    approve.click()
+    expect(page.locator(".state")).to_contain_text("You approved this")
+
+
+def start_authorization(app: App) -> str:
+    """A client registered, its person sent to authorize: the consent page's address."""
+    redirect = "http://127.0.0.1:9/cb"
+    with httpx.Client(base_url=app.origin) as client:
+        registered = client.post(
+            oauth.REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": "Quick"}
+        )
+        asked = client.get(
+            oauth.AUTHORIZE_PATH,
+            params={
+                "response_type": "code",
+                "client_id": registered.json()["client_id"],
+                "redirect_uri": redirect,
+                "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuKZWMnvkPc",
+                "code_challenge_method": "S256",
+            },
+        )
+    return asked.headers["location"]
+
+
+def test_the_consent_page_holds_allow_too(person: Person, app: App) -> None:
+    page = person(scripts=True)
+    sign_in(page, ALICE)
+    page.add_init_script(
+        HELD_AT_READY.replace('button[value="approve"]', 'button[value="allow"]')
+    )
+    page.goto(start_authorization(app))
+    assert page.evaluate("window.heldAtReady") is True
+    expect(page.get_by_role("button", name="Allow")).to_be_enabled()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("to your account?")
