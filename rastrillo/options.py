@@ -121,6 +121,10 @@ class Options:
     mcp: bool = False
     """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
     it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
+    mcp_call_limit: limits.CallLimit | None = limits.DEFAULT_CALL_LIMIT
+    """Tool calls each agent grant may make over ``/mcp`` (120 a minute, counted in each
+    server process); past it a call is refused, runs nothing and says when to call again.
+    ``None``: no limit (docs/mcp.md)."""
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
