@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from rastrillo.limits import DEFAULT_CALL_LIMIT, CallCounter, CallLimit, Refused
+from rastrillo.limits import CallCounter, CallLimit, Refused
 from rastrillo.testing import ManualClock
 
 
@@ -67,10 +67,6 @@ def test_memory_holds_about_the_grants_of_the_last_window():
             held.append(len(calls._keys))
         clock.advance(61)
     assert max(held) <= 2048
-
-
-def test_the_default_is_120_a_minute():
-    assert DEFAULT_CALL_LIMIT == CallLimit(calls=120, window=timedelta(minutes=1))
 
 
 @pytest.mark.parametrize(

@@ -453,7 +453,7 @@ def _too_fast(grant: grants.Grant, limit: CallLimit, refused: Refused) -> types.
     if refused.first:
         log.warning(
             "MCP tool calls of agent %s for user %s (grant %s) refused: over %d in %s; "
-            "its refusals in the next %s are not logged",
+            "no more of its refusals are logged for %s",
             grant.agent,
             visible.for_terminal(grant.user_id),
             grant.id,

@@ -35,6 +35,8 @@ The rules this provider adds to the SDK's:
   limited per client address (429 with ``Retry-After`` past the limit), and a
   client that no authorization or grant ever named is forgotten a day after it
   registered: a flood of them neither fills the database nor lasts.
+- A refresh stores a token pair, so refreshes are rate limited per grant
+  (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
 """
 
 from __future__ import annotations
@@ -123,6 +125,11 @@ client registers once, when it is first connected)."""
 AUTHORIZATIONS_PER_ADDRESS = 60
 """Authorization requests one client address may make per :data:`RATE_WINDOW` (a person
 connecting a client makes one, or a few)."""
+REFRESHES_PER_GRANT = 20
+"""Refreshes one grant may make per :data:`RATE_WINDOW` (a client refreshes when its access
+token, good for an hour, runs out). Each stores a token pair, and the used refresh token
+is kept for its 30 days (a replay of it revokes the grant), so a holder refreshing in a
+loop would grow the tokens table without bound."""
 RATE_WINDOW = timedelta(hours=1)
 
 _CLIENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -571,10 +578,18 @@ class Authority:
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: Refresh, scopes: list[str]
     ) -> OAuthToken:
-        tokens = await threads.in_thread(grants.rotate_refresh, self.db, refresh_token.token)
+        """New tokens; :class:`throttle.TooManyAttempts` (answered 429 by
+        :meth:`_token_endpoint`) past the grant's refreshes, the refresh token unused."""
+        tokens = await threads.in_thread(self._rotate, refresh_token)
         if tokens is None:
             raise TokenError("invalid_grant", "refresh token already used: the grant is revoked")
         return _oauth_token(tokens)
+
+    def _rotate(self, refresh_token: Refresh) -> grants.Tokens | None:
+        key = f"oauth-refresh:{refresh_token.grant_id}"
+        limit = {key: REFRESHES_PER_GRANT}
+        throttle.take_attempt(self.db, limit, RATE_WINDOW, "token refreshes")
+        return grants.rotate_refresh(self.db, refresh_token.token)
 
     async def load_access_token(self, token: str) -> Access | None:
         grant = await threads.in_thread(grants.authenticate, self.db, token)
@@ -589,7 +604,8 @@ class Authority:
     # -- HTTP ------------------------------------------------------------------------------
 
     async def _token_endpoint(self, request: Request) -> Response:
-        """The SDK's token handler, after the ``resource`` check it leaves to the provider."""
+        """The SDK's token handler, after the ``resource`` check it leaves to the provider;
+        429 for a grant past its refreshes."""
         resource = (await request.form()).get("resource")
         if resource is not None and resource != self.resource:
             error = TokenErrorResponse(
@@ -598,7 +614,10 @@ class Authority:
             return PydanticJSONResponse(
                 content=error, status_code=400, headers={"Cache-Control": "no-store"}
             )
-        return await self._token.handle(request)
+        try:
+            return await self._token.handle(request)
+        except throttle.TooManyAttempts as exc:
+            return _too_many(exc)
 
     async def _revocation_endpoint(self, request: Request) -> Response:
         """The SDK's revocation handler. Its request model wants a ``client_secret`` key
@@ -669,14 +688,18 @@ class Authority:
                     throttle.take_attempt, self.db, {key: limit}, RATE_WINDOW, what
                 )
             except throttle.TooManyAttempts as exc:
-                return JSONResponse(
-                    {"error": "too_many_requests", "error_description": str(exc)},
-                    status_code=429,
-                    headers={"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"},
-                )
+                return _too_many(exc)
             return await handle(request)
 
         return rate_limited
+
+
+def _too_many(exc: throttle.TooManyAttempts) -> Response:
+    return JSONResponse(
+        {"error": "too_many_requests", "error_description": str(exc)},
+        status_code=429,
+        headers={"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"},
+    )
 
 
 def _limited(handle: Callable[[Request], Any]) -> ASGIApp:
