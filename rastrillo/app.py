@@ -246,7 +246,8 @@ class App:
                 return
             found = self.router.match(scope["method"], path)
         else:
-            found = self.router.match_route(scope["method"], tool_route, marker.params or {})
+            params = getattr(marker, "params", None) or {}
+            found = self.router.match_route(scope["method"], tool_route, params)
         if found is not None:
             response: Response = await self._call(found, scope, receive)
         elif tool_route is None and (allowed := self.router.allowed_methods(path)):

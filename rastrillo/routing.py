@@ -152,7 +152,12 @@ class Router:
         self._routes = {(route.method, route.path): route for route in routes}
         for route in routes:
             node = self._root
-            for seg in _split(route.path):
+            segments = _split(route.path)
+            if segments is None:
+                raise ValueError(
+                    f"route path {route.path!r} must start with / and have no empty segment"
+                )
+            for seg in segments:
                 if param_name(seg) is not None:
                     node.param = node.param or _Node()
                     node = node.param

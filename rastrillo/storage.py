@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import sqlparse
 from sqlalchemy import (
+    ClauseElement,
     Column,
     ColumnElement,
     Connection,
@@ -63,9 +64,11 @@ from sqlalchemy.exc import (
     OperationalError,
     ResourceClosedError,
     SQLAlchemyError,
+    StatementError,
 )
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeEngine
 
 from rastrillo.clock import SYSTEM_CLOCK, Clock, as_instant
@@ -399,8 +402,8 @@ class Database:
             ) from exc
 
     def _driver_error(
-        self, raw: Any, cursor: Any, exc: Exception, sql: str | None, values: Any
-    ) -> DBAPIError:
+        self, raw: Any, cursor: Any, exc: Any, sql: str | None, values: Any
+    ) -> StatementError:
         """A driver's error as SQLAlchemy's Connection raises it; a connection found gone
         retires, as there, every connection opened before it and itself."""
         dialect = self.engine.dialect
@@ -532,7 +535,9 @@ class _Form:
 
     @classmethod
     def of(cls, statement: Executable, dialect: Dialect, columns: Sequence[str] | None) -> _Form:
-        compiled = statement.compile(
+        # A statement the framework prepares is a ClauseElement too, compiled by the
+        # dialect's SQLCompiler, whose binds and positions are read here.
+        compiled: SQLCompiler = cast(ClauseElement, statement).compile(  # type: ignore[assignment]
             dialect=dialect, column_keys=list(columns) if columns is not None else None
         )
         convert: dict[str, Callable[[Any], Any]] = {}

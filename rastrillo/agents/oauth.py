@@ -62,6 +62,7 @@ from mcp.server.auth.provider import (
     AuthorizationCode,
     AuthorizationParams,
     AuthorizeError,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     RegistrationError,
     TokenError,
@@ -360,9 +361,14 @@ class Access(AccessToken):
     grant_id: str
 
 
-class Authority:
+class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     """The ``mcp`` SDK's authorization-server provider for one app (its database and origin),
-    and the routes that serve it."""
+    and the routes that serve it.
+
+    It names the SDK's protocol as its base, so a type checker holds it to the protocol,
+    and what it leaves out (the identity-assertion grant, which its token handler keeps
+    off) keeps the protocol's own refusal.
+    """
 
     def __init__(self, db: Database, origin: str) -> None:
         self.db = db

@@ -107,7 +107,7 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
         if approval_id is None:
             tool = form.get("tool", "")
             defn = next((d for d in tools if d.id == tool), None)
-            args = _form_args(defn, form)
+            args: Mapping[str, object] = _form_args(defn, form)
         else:
             # Re-run an approved call exactly as it was proposed: taken from the
             # approval itself, so no form encoding can change a byte of it. As the
@@ -205,5 +205,6 @@ def _rows(db: Database, user_id: str | None) -> list[Row]:
         proposed = record.refusal_kind == ConfirmRequired.__name__
         if record.approval_id and proposed and record.agent == AGENT:
             approval = consent.get(db, record.approval_id)
-        rows.append(Row(record, who, approval, approval and approval.state(now)))
+        state = approval.state(now) if approval is not None else None
+        rows.append(Row(record, who, approval, state))
     return rows

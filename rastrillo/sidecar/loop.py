@@ -26,7 +26,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from rastrillo.awaitable import is_async_callable
 from rastrillo.clock import SYSTEM_CLOCK, Clock
@@ -351,8 +351,9 @@ class SidecarLoop:
         def settle(result: object, error: BaseException | None) -> None:
             loop.call_soon_threadsafe(_set_once, done, _Outcome(result, error))
 
-        if self._runner is not None:
-            cancel = self._runner.start(lambda: self.pass_fn(ctx), settle)
+        if self._runner is not None:  # made for an async pass function
+            run_async = cast(Callable[[PassContext], Awaitable[PassResult]], self.pass_fn)
+            cancel = self._runner.start(lambda: run_async(ctx), settle)
         else:
             cancel = None
             in_thread(lambda: self.pass_fn(ctx)).add_done_callback(
@@ -439,8 +440,9 @@ class SidecarLoop:
             return True
         holding = self._holding = in_thread(self.lease.hold)
         stop = asyncio.ensure_future(self._stop.wait())
+        either: set[asyncio.Future[Any]] = {holding, stop}
         try:
-            await asyncio.wait({holding, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
         if not holding.done():
@@ -518,6 +520,6 @@ def _set_once(future: asyncio.Future[_Outcome], outcome: _Outcome) -> None:
         future.set_result(outcome)
 
 
-def _unwrap(future: asyncio.Future[object]) -> tuple[object, BaseException | None]:
+def _unwrap(future: asyncio.Future[Any]) -> tuple[object, BaseException | None]:
     exc = future.exception()
     return (None, exc) if exc is not None else (future.result(), None)
