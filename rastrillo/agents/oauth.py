@@ -89,6 +89,7 @@ from starlette.types import ASGIApp, Message
 from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
+from rastrillo.routing import AUTHORIZATION_SERVER_PATH
 from rastrillo.sessions import throttle
 from rastrillo.storage import METADATA, Database, Instant
 
@@ -106,7 +107,6 @@ __all__ = [
     "pending",
 ]
 
-AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
 TOKEN_PATH = "/_rastrillo/oauth/token"
 REGISTER_PATH = "/_rastrillo/oauth/register"

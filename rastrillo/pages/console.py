@@ -19,9 +19,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from rastrillo import threads
 from rastrillo.actor import Actor, describe
 from rastrillo.context import Context
 from rastrillo.registry.declare import Arg, ToolDef
@@ -129,7 +129,7 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
         except ToolError as exc:
             outcome = Outcome(tool, args, error=exc)
         page_format = form.get("format", FORMATS[0])
-        return await run_in_threadpool(_page, app.db, tools, ctx, page_format, outcome)
+        return await threads.in_thread(_page, app.db, tools, ctx, page_format, outcome)
 
     return [
         Route("GET", CONSOLE_PATH, _SOURCE, show),

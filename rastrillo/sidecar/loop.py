@@ -148,7 +148,7 @@ async def _settle(call: Callable[[], Awaitable[Any]], done: Callable[[Any, Any],
         done(result, None)
 
 
-def in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+def in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     """Run blocking ``fn`` on a fresh daemon thread; the loop can stop waiting for it at will.
 
     Unlike an executor, nothing joins these threads at exit, which is what
@@ -339,7 +339,7 @@ class SidecarLoop:
         if self.db is None:
             return None
         try:
-            await in_thread(self.db.check)
+            await in_daemon_thread(self.db.check)
         except DatabaseUnavailable as exc:
             return exc
         return None
@@ -356,7 +356,7 @@ class SidecarLoop:
             cancel = self._runner.start(lambda: run_async(ctx), settle)
         else:
             cancel = None
-            in_thread(lambda: self.pass_fn(ctx)).add_done_callback(
+            in_daemon_thread(lambda: self.pass_fn(ctx)).add_done_callback(
                 lambda f: _set_once(done, _Outcome(*_unwrap(f)))
             )
 
@@ -438,7 +438,7 @@ class SidecarLoop:
         since = self.clock.monotonic() - self._renewed_at
         if since < self._renew_every:
             return True
-        holding = self._holding = in_thread(self.lease.hold)
+        holding = self._holding = in_daemon_thread(self.lease.hold)
         stop = asyncio.ensure_future(self._stop.wait())
         either: set[asyncio.Future[Any]] = {holding, stop}
         try:
@@ -467,7 +467,7 @@ class SidecarLoop:
         if self.db is None:
             return
         try:
-            await in_thread(
+            await in_daemon_thread(
                 lambda: record_pass(
                     self.db,  # type: ignore[arg-type]
                     self.name,
@@ -493,7 +493,7 @@ class SidecarLoop:
             if holding is not None:
                 with contextlib.suppress(Exception):  # its error was logged, or is moot now
                     await holding
-            await in_thread(lease.release)
+            await in_daemon_thread(lease.release)
 
         releasing = asyncio.ensure_future(release())
         force = asyncio.ensure_future(self._force.wait())
