@@ -211,6 +211,10 @@ _SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
         "max_body": (_number(0, whole=True), "a number of bytes of at least 0"),
         "security_headers": _YES_NO,
         "mcp": _YES_NO,
+        "mcp_call_limit": (
+            _optional(lambda value: isinstance(value, limits.CallLimit)),
+            "a rastrillo.limits.CallLimit(calls=..., window=...), or None",
+        ),
     }.items()
 ]
 """Each setting checked when `Options` is made, what accepts a value, and what it wants.

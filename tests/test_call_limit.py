@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-from rastrillo.app import App
-from rastrillo.errors import ConfigError
 from rastrillo.limits import CallCounter, CallLimit, Refused
-from rastrillo.options import Options
 from rastrillo.testing import ManualClock
 
 
@@ -87,8 +83,3 @@ def test_memory_holds_about_the_grants_of_the_last_window():
 def test_a_limit_that_cannot_be_is_refused_saying_why(kwargs):
     with pytest.raises(ValueError, match=f"CallLimit.{next(iter(kwargs))}"):
         CallLimit(**kwargs)
-
-
-def test_an_option_that_is_not_a_limit_is_refused_saying_what_it_takes(tmp_path: Path):
-    with pytest.raises(ConfigError, match=r"mcp_call_limit is a rastrillo.limits.CallLimit"):
-        App(Options(app_dir=tmp_path, mcp=True, mcp_call_limit=120))  # type: ignore[arg-type]

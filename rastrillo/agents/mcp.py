@@ -210,11 +210,6 @@ class McpEndpoint:
         self._tools = [types.Tool.model_validate(t) for t in schemas(defs, "mcp")]
         self._schemas = {t.name: t.input_schema for t in self._tools}
         self._sessions: dict[str, str] = {}
-        if call_limit is not None and not isinstance(call_limit, CallLimit):
-            raise ConfigError(
-                "Options.mcp_call_limit is a rastrillo.limits.CallLimit(calls=..., window=...) "
-                f"or None, not {call_limit!r}"
-            )
         self._calls = None if call_limit is None else CallCounter(call_limit, db.clock)
         self._cookie = cookie_name(self._settings.origin)
         server: Server[Any] = Server(
