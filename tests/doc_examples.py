@@ -56,7 +56,7 @@ def app_py(*blocks: str) -> str:
 
 
 def handle_py(body: str, answer: str, imports: str = "") -> str:
-    """An action file whose ``handle`` runs ``body`` (a block using ``ctx``), then ``return answer``."""
+    """An action file whose ``handle`` runs ``body`` then returns ``answer``."""
     return f"{imports}\n\ndef handle(ctx):\n{textwrap.indent(body, '    ')}    return {answer}\n"
 
 
