@@ -12,8 +12,8 @@ Every page's examples run as a reader would use them, by these conventions:
 - ``Options(...,`` (or ``Options(`` then ``...,`` on the next line) is an
   app.py: the ``...`` stands for the settings every app.py passes, which the
   test puts in its place (``app_dir``, ``routes``, ``tools``, see ``app_py``),
-  after the scaffold's imports; the page's other blocks before it supply the
-  rest of its names.
+  after the scaffold's imports; the page's blocks before it supply the rest of
+  its names, and a later block setting ``OPTIONS`` again replaces it.
 - A block that uses ``ctx`` outside any ``def`` is the body of a ``handle``:
   the test indents it into ``def handle(ctx):`` and appends what that handle
   answers once the example has run (``handle_py``).
@@ -50,7 +50,7 @@ def doc_block(page: str, language: str, containing: str) -> str:
 
 def app_py(*blocks: str) -> str:
     """An app.py of the given blocks, each ``Options(...,`` given the settings it elides."""
-    assert _ELIDED_SETTINGS.search(blocks[-1]), "the last block sets OPTIONS"
+    assert any(_ELIDED_SETTINGS.search(block) for block in blocks), "no block sets OPTIONS"
     body = "\n\n".join(_ELIDED_SETTINGS.sub(f"Options({APP_SETTINGS}", block) for block in blocks)
     return APP_IMPORTS + body
 
