@@ -9,11 +9,13 @@ Every page's examples run as a reader would use them, by these conventions:
 - A block whose first line is ``# actions/<path>`` is that action file,
   verbatim: the test writes it into a real app folder, generates, and requests
   it through the real app stack.
-- ``Options(...,`` (or ``Options(`` then ``...,`` on the next line) is an
-  app.py: the ``...`` stands for the settings every app.py passes, which the
-  test puts in its place (``app_dir``, ``routes``, ``tools``, see ``app_py``),
-  after the scaffold's imports; the page's blocks before it supply the rest of
-  its names, and a later block setting ``OPTIONS`` again replaces it.
+- A block that sets ``OPTIONS = rastrillo.Options(`` is an app.py, after the
+  scaffold's imports (``Path``, ``rastrillo``, ``routes``, ``tools``); in
+  ``Options(...,`` (or ``Options(`` then ``...,`` on the next line) the ``...``
+  stands for the settings every app.py passes, which the test puts in its place
+  (``app_dir``, ``routes``, ``tools``, see ``app_py``). The page's blocks
+  before it supply the rest of its names, and a later block setting
+  ``OPTIONS`` again replaces it.
 - A block that uses ``ctx`` outside any ``def`` is the body of a ``handle``:
   the test indents it into ``def handle(ctx):`` and appends what that handle
   answers once the example has run (``handle_py``).
@@ -50,7 +52,7 @@ def doc_block(page: str, language: str, containing: str) -> str:
 
 def app_py(*blocks: str) -> str:
     """An app.py of the given blocks, each ``Options(...,`` given the settings it elides."""
-    assert any(_ELIDED_SETTINGS.search(block) for block in blocks), "no block sets OPTIONS"
+    assert any("OPTIONS = rastrillo.Options(" in block for block in blocks), "no block sets OPTIONS"
     body = "\n\n".join(_ELIDED_SETTINGS.sub(f"Options({APP_SETTINGS}", block) for block in blocks)
     return APP_IMPORTS + body
 
