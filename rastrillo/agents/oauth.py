@@ -382,6 +382,7 @@ class Authority:
             {"resource": self.resource, "authorization_servers": [origin]}
         )
         authenticator = ClientAuthenticator(self)
+        self._authorize = AuthorizationHandler(self)
         self._token = TokenHandler(self, authenticator)
         self._revoke = RevocationHandler(self, authenticator)
 
@@ -588,6 +589,17 @@ class Authority:
 
     # -- HTTP ------------------------------------------------------------------------------
 
+    async def _authorize_endpoint(self, request: Request) -> Response:
+        """The SDK's authorize handler. An error it sends back to the client's redirect URI
+        lacks the ``iss`` that the metadata promises in every answer, errors included
+        (RFC 9207 section 2), so it is added; the redirect to the consent page is no answer."""
+        response = await self._authorize.handle(request)
+        location = response.headers.get("location")
+        if location is not None and not location.startswith(self.issuer + CONSENT_PATH + "?"):
+            # Appended, not rebuilt: the SDK's query is kept as it wrote it.
+            response.headers["location"] = f"{location}&{urlencode({'iss': self.issuer})}"
+        return response
+
     async def _token_endpoint(self, request: Request) -> Response:
         """The SDK's token handler, after the ``resource`` check it leaves to the provider."""
         resource = (await request.form()).get("resource")
@@ -626,7 +638,7 @@ class Authority:
             registration.handle, "oauth-register", REGISTRATIONS_PER_ADDRESS, "registrations"
         )
         authorize = self._rate_limited(
-            AuthorizationHandler(self).handle,
+            self._authorize_endpoint,
             "oauth-authorize",
             AUTHORIZATIONS_PER_ADDRESS,
             "authorization requests",

@@ -578,6 +578,34 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     assert server.exchange(client_id, code, verifier).status_code == 200  # resource is optional
 
 
+def test_every_answer_sent_back_to_the_client_names_the_issuer(server: Server):
+    """RFC 9207: the metadata says ``iss`` comes back, so it must, errors included: a client
+    that checks it (the Python SDK's) would otherwise take the error for a mix-up."""
+    meta = server.http.get("/.well-known/oauth-authorization-server").json()
+    assert meta["authorization_response_iss_parameter_supported"] is True
+    client_id = server.register()
+    verifier, challenge = pkce()
+    for params in (
+        {"code_challenge": challenge, "resource": "https://evil.example/mcp"},  # ours
+        {"code_challenge": challenge, "scope": "admin"},  # the SDK's
+        {"code_challenge": verifier, "code_challenge_method": "plain"},
+        {"code_challenge": challenge, "response_type": "token"},
+        {},  # no challenge at all
+    ):
+        refused = server.authorize(client_id, **params)
+        assert refused.status_code == 302
+        location = refused.headers["location"]
+        assert location.startswith(LOOPBACK_REDIRECT + "?"), location
+        answer = query_of(location)
+        assert answer["error"], params
+        assert answer["iss"] == server.origin, params
+        assert answer["state"] == "state-42"
+    denied = server.answer(server.consent_url(client_id, challenge), decision="deny")
+    assert query_of(denied.headers["location"])["iss"] == server.origin
+    # The redirect to the consent page is no answer to the client: it carries nothing more.
+    assert "iss=" not in server.consent_url(client_id, challenge)
+
+
 # -- the consent page --------------------------------------------------------------------
 
 
