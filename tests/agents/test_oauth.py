@@ -286,11 +286,8 @@ def test_pkce_is_required_and_s256_only(server: Server):
     plain = server.authorize(client_id, code_challenge=verifier, code_challenge_method="plain")
     not_a_digest = server.authorize(client_id, code_challenge="x" * 42 + "!")
     for refused in (missing, plain, not_a_digest):
-        assert refused.status_code == 302
-        assert refused.headers["location"].startswith(LOOPBACK_REDIRECT + "?")
-        answer = query_of(refused.headers["location"])
-        assert answer["error"] == "invalid_request"
-        assert answer["state"] == "state-42"
+        assert refused.status_code == 400
+        assert refused.json()["error"] == "invalid_request"
     assert server.consent_requests() == 0
 
 
@@ -316,7 +313,7 @@ def test_implicit_and_password_grants_do_not_exist(server: Server):
     client_id = server.register()
     _, challenge = pkce()
     implicit = server.authorize(client_id, response_type="token", code_challenge=challenge)
-    assert query_of(implicit.headers["location"])["error"] == "unsupported_response_type"
+    assert implicit.json()["error"] == "unsupported_response_type"
     for grant_type in ("password", "client_credentials", "implicit"):
         refused = server.token(
             grant_type=grant_type, client_id=client_id, username="a", password="b"
@@ -568,7 +565,7 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     verifier, challenge = pkce()
     for wrong in ("https://evil.example/mcp", server.origin + "/mcp/", server.origin):
         refused = server.authorize(client_id, code_challenge=challenge, resource=wrong)
-        assert query_of(refused.headers["location"])["error"] == "invalid_target"
+        assert refused.json()["error"] == "invalid_target"
     assert server.consent_requests() == 0
     code = server.code(client_id, challenge)
     refused = server.exchange(client_id, code, verifier, resource="https://evil.example/mcp")
@@ -578,32 +575,34 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     assert server.exchange(client_id, code, verifier).status_code == 200  # resource is optional
 
 
-def test_every_answer_sent_back_to_the_client_names_the_issuer(server: Server):
-    """RFC 9207: the metadata says ``iss`` comes back, so it must, errors included: a client
-    that checks it (the Python SDK's) would otherwise take the error for a mix-up."""
-    meta = server.http.get("/.well-known/oauth-authorization-server").json()
-    assert meta["authorization_response_iss_parameter_supported"] is True
-    client_id = server.register()
+def test_a_refused_authorize_request_is_answered_to_the_person_never_sent_on(server: Server):
+    """RFC 9700 4.11.2: anyone can register a client and its redirect URI, so an authorize
+    request refused before any person answered it must not send the browser on to that
+    URI. Else one link on this app's own address takes whoever opens it, signed in or not,
+    to a site the link's author chose (an open redirector)."""
+    phishing = "https://phish.example/login"
+    client_id = server.register(phishing)
     verifier, challenge = pkce()
-    for params in (
-        {"code_challenge": challenge, "resource": "https://evil.example/mcp"},  # ours
-        {"code_challenge": challenge, "scope": "admin"},  # the SDK's
-        {"code_challenge": verifier, "code_challenge_method": "plain"},
-        {"code_challenge": challenge, "response_type": "token"},
-        {},  # no challenge at all
+    for params, error in (
+        ({"code_challenge": challenge, "resource": "https://evil.example/mcp"}, "invalid_target"),
+        ({"code_challenge": challenge, "scope": "admin"}, "invalid_scope"),
+        ({"code_challenge": verifier, "code_challenge_method": "plain"}, "invalid_request"),
+        ({"code_challenge": challenge, "response_type": "token"}, "unsupported_response_type"),
+        ({}, "invalid_request"),  # no challenge at all
     ):
-        refused = server.authorize(client_id, **params)
-        assert refused.status_code == 302
-        location = refused.headers["location"]
-        assert location.startswith(LOOPBACK_REDIRECT + "?"), location
-        answer = query_of(location)
-        assert answer["error"], params
-        assert answer["iss"] == server.origin, params
-        assert answer["state"] == "state-42"
-    denied = server.answer(server.consent_url(client_id, challenge), decision="deny")
-    assert query_of(denied.headers["location"])["iss"] == server.origin
-    # The redirect to the consent page is no answer to the client: it carries nothing more.
-    assert "iss=" not in server.consent_url(client_id, challenge)
+        for redirect_uri in (phishing, None):  # named, or the one registered
+            refused = server.authorize(client_id, redirect_uri=redirect_uri, **params)
+            assert refused.status_code == 400, params
+            assert "location" not in refused.headers
+            assert refused.headers["cache-control"] == "no-store"
+            assert refused.json()["error"] == error
+            assert "phish.example" not in refused.text
+    assert server.consent_requests() == 0
+    # The person's own Deny, on the page that named where their browser goes, is sent on.
+    denied = server.answer(
+        server.consent_url(client_id, challenge, redirect_uri=phishing), decision="deny"
+    )
+    assert denied.headers["location"].startswith(phishing + "?error=access_denied&")
 
 
 # -- the consent page --------------------------------------------------------------------
