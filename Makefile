@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   serve the tickets demo on SQLite at http://127.0.0.1:8000
-#   make test   run every test (lint, generate --check, PostgreSQL and Chromium included)
+#   make test   run every test (ruff, mypy, generate --check, PostgreSQL and Chromium included)
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -34,6 +34,7 @@ demo: $(VENV)/.installed
 
 check: $(VENV)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	@for app in $(dir $(EXAMPLES)); do echo "generate --check $$app"; $(BIN)/rastrillo generate --check $$app || exit 1; done
 
 # `make -j2 test` (as .ci/run does) installs Debian's packages (one apt-get run, for what
@@ -48,4 +49,4 @@ bench: $(VENV)/.installed
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
@@ -46,20 +45,30 @@ from rastrillo.options import Options
 from rastrillo.pages import console
 from rastrillo.pages.agents import agents_routes
 from rastrillo.pages.approvals import approval_routes
-from rastrillo.pages.headers import FRAMEWORK_PREFIX, SecurityHeaders, secured
+from rastrillo.pages.headers import SecurityHeaders, secured
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
-from rastrillo.routing import Match, Route, Router
+from rastrillo.routing import (
+    FRAMEWORK_PREFIX,
+    HEALTH_PATH,
+    NEXT_DUE_PATH,
+    READY_PATH,
+    STATIC_PREFIX,
+    VERSION_PATH,
+    Match,
+    Route,
+    Router,
+    raw_path,
+)
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
-from rastrillo.storage import Database
+from rastrillo.storage import Database, DatabaseUnavailable, is_unavailable
 
 if TYPE_CHECKING:
     from rastrillo.agents.mcp import McpEndpoint
 
 log = logging.getLogger("rastrillo.app")
 
-STATIC_PREFIX = "/static/"
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -128,15 +137,16 @@ class App:
         self._stack: ASGIApp = SecurityHeaders(
             UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
             app_pages=options.security_headers,
-            exempt=(STATIC_PREFIX,),
+            # Only where the static files answer: elsewhere /static/… is an app page.
+            exempt=(STATIC_PREFIX,) if self._static is not None else (),
         )
         self._endpoints: dict[str, Callable[[Request], Any]] = {
-            "/healthz": _healthz,
-            "/readyz": _get_only(readiness(self.db)),
-            "/api/version": _get_only(self._version),
+            HEALTH_PATH: _healthz,
+            READY_PATH: _get_only(readiness(self.db)),
+            VERSION_PATH: _get_only(self._version),
         }
         if options.next_due is not None or options.sidecar is not None:
-            self._endpoints["/api/next-due"] = _get_only(
+            self._endpoints[NEXT_DUE_PATH] = _get_only(
                 next_due_endpoint(self.db, next_due=options.next_due, sidecar=options.sidecar)
             )
 
@@ -174,13 +184,25 @@ class App:
         return (defn.method, defn.path) in self._checked_in_handle
 
     def start(self) -> App:
-        """Open the database, apply migrations and run ``setup``; later calls do nothing."""
+        """Open the database, apply migrations and run ``setup``; later calls do nothing.
+
+        A database that does not answer (a server down, a wrong host) raises
+        `DatabaseUnavailable` saying so, which ``python app.py`` prints as one line.
+        """
         with self._start_lock:
             if not self._started:
-                with self.db.startup_lock():
-                    self.db.open(self.options.app_dir / "migrations")
-                    if self.options.setup is not None:
-                        self.options.setup(self.db)
+                try:
+                    with self.db.startup_lock():
+                        self.db.open(self.options.app_dir / "migrations")
+                        if self.options.setup is not None:
+                            self.options.setup(self.db)
+                except Exception as exc:
+                    if not is_unavailable(exc) or isinstance(exc, DatabaseUnavailable):
+                        raise
+                    reason = getattr(exc, "orig", None) or exc  # the driver's own words
+                    raise DatabaseUnavailable(
+                        f"cannot start: the database does not answer ({reason})"
+                    ) from exc
                 self._started = True
         return self
 
@@ -217,7 +239,7 @@ class App:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     try:
-                        await run_in_threadpool(self.start)
+                        await threads.in_thread(self.start)
                         if self._mcp is not None:
                             # The SDK's session manager: its task group lives as long as the
                             # server does.
@@ -245,7 +267,8 @@ class App:
                 return
             found = self.router.match(scope["method"], path)
         else:
-            found = self.router.match_route(scope["method"], tool_route, marker.params or {})
+            params = getattr(marker, "params", None) or {}
+            found = self.router.match_route(scope["method"], tool_route, params)
         if found is not None:
             response: Response = await self._call(found, scope, receive)
         elif tool_route is None and (allowed := self.router.allowed_methods(path)):
@@ -400,13 +423,6 @@ def _get_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..
 @_get_only
 async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
-
-
-def raw_path(scope: Scope) -> str:
-    """The request's path as sent, still percent-encoded: what every route matches on, so
-    an encoded slash stays inside one segment."""
-    raw = scope.get("raw_path")
-    return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
 
 
 def _static_files(directory: Path) -> ASGIApp | None:

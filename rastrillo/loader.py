@@ -58,23 +58,29 @@ def load_handle(app_dir: Path, source: str) -> Handle:
     return handle
 
 
+def app_file(app_dir: Path) -> Path:
+    """``app_dir``'s ``app.py``; a folder without one is refused with a `ConfigError`."""
+    found = app_dir.resolve() / "app.py"
+    if not found.is_file():
+        raise ConfigError(f"no app.py in {app_dir.resolve()}: is this an app folder?")
+    return found
+
+
 def load_options(app_dir: Path) -> Options:
     """Execute ``app_dir/app.py`` (once per process) and return its ``OPTIONS``."""
     app_dir = app_dir.resolve()
-    app_file = app_dir / "app.py"
-    if not app_file.is_file():
-        raise ConfigError(f"no app.py in {app_dir}: is this an app folder?")
+    app_py = app_file(app_dir)
     saved = _pop_gen()
     sys.path.insert(0, str(app_dir))
     try:
-        module = load_file(app_file, "app")
+        module = load_file(app_py, "app")
     finally:
         sys.path.remove(str(app_dir))
         _pop_gen()
         sys.modules.update(saved)
     options = getattr(module, "OPTIONS", None)
     if not isinstance(options, Options):
-        raise ConfigError(f"{app_file} defines no OPTIONS = rastrillo.Options(...)")
+        raise ConfigError(f"{app_py} defines no OPTIONS = rastrillo.Options(...)")
     return options
 
 

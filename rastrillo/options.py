@@ -7,6 +7,7 @@ take the values they use, never the whole `Options`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rastrillo import limits
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.drain import DEFAULT_DRAIN_TIMEOUT
+from rastrillo.errors import ConfigError
 from rastrillo.storage import POOL_SIZE, database_url
 
 if TYPE_CHECKING:
@@ -122,6 +124,14 @@ class Options:
     """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
     it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
 
+    def __post_init__(self) -> None:
+        """A setting of the wrong kind is refused here, where it was written, rather than
+        failing at a later request (``approval_ttl=5``, ``mcp="yes"``, ``max_body=-1``)."""
+        for name, accepts, wanted in _SETTINGS:
+            value = getattr(self, name)
+            if not accepts(value):
+                raise ConfigError(f"Options.{name} is {wanted}, not {value!r}")
+
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
         return origin.rstrip("/")
@@ -129,3 +139,76 @@ class Options:
     def database_url(self) -> str:
         """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
         return database_url(self.db, self.app_dir)
+
+
+def _number(least: float, *, whole: bool = False, above: bool = False) -> Callable[[Any], bool]:
+    """A finite number (an int when ``whole``; never a bool) at least ``least``, or above it."""
+
+    def accepts(value: Any) -> bool:
+        kinds = int if whole else int | float
+        if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+            return False
+        return value > least if above else value >= least
+
+    return accepts
+
+
+def _optional(accepts: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or accepts(value)
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _listed(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _span(value: Any) -> bool:
+    return isinstance(value, timedelta) and value > timedelta(0)
+
+
+_HOOK = (_optional(callable), "a function or None")
+_SECONDS = (_number(0, above=True), "a number of seconds above 0")
+_DURATION = (_span, "a datetime.timedelta longer than zero")
+_YES_NO = (_flag, "True or False")
+_SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
+    (name, *check)
+    for name, check in {
+        "routes": (_listed, "a list of routes, usually gen.routes()"),
+        "tools": (_listed, "a list of tools, usually gen.tools()"),
+        "wrap": _HOOK,
+        "app_dir": (lambda value: isinstance(value, Path), "a pathlib.Path"),
+        "db": (_text, "a SQLite file name or a SQLAlchemy URL"),
+        "db_pool_size": (_number(1, whole=True), "a number of connections of at least 1"),
+        "db_max_overflow": (_number(0, whole=True), "a number of connections of at least 0"),
+        "version": (_text, "a string"),
+        "origin": (_optional(_text), "an origin such as 'https://tickets.example', or None"),
+        "setup": _HOOK,
+        "console": _YES_NO,
+        "demo": _YES_NO,
+        "sign_in_path": (
+            lambda value: isinstance(value, str) and value.startswith("/"),
+            "a path on this site, starting with /",
+        ),
+        "session_idle": _DURATION,
+        "session_lifetime": _DURATION,
+        "sign_in_rate_limit": (lambda value: isinstance(value, RateLimit), "a RateLimit"),
+        "approval_ttl": _DURATION,
+        "header_timeout": _SECONDS,
+        "body_timeout": _SECONDS,
+        "max_connections": (_number(1, whole=True), "a number of connections of at least 1"),
+        "drain_timeout": (_number(0), "a number of seconds of at least 0"),
+        "max_body": (_number(0, whole=True), "a number of bytes of at least 0"),
+        "security_headers": _YES_NO,
+        "mcp": _YES_NO,
+    }.items()
+]
+"""Each setting checked when `Options` is made, what accepts a value, and what it wants.
+(``sidecar`` and ``next_due`` are checked when the app is built, with what they take;
+``clock`` is any `Clock`.)"""

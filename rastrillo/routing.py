@@ -30,6 +30,47 @@ if TYPE_CHECKING:
     """An action's `handle`: called with the request's context, awaited if it is async."""
 
 
+# The paths the framework serves itself, ahead of the app's routes. Defined here, the
+# lowest layer that needs them: generate refuses an action an app could never reach.
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+VERSION_PATH = "/api/version"
+NEXT_DUE_PATH = "/api/next-due"
+MCP_PATH = "/mcp"
+"""Where ``Options(mcp=True)`` serves MCP (Streamable HTTP)."""
+RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
+"""The protected-resource metadata (RFC 9728) a 401 from ``/mcp`` points to."""
+AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
+FRAMEWORK_PREFIX = "/_rastrillo/"
+"""Under it, the framework's pages: approvals, the console, agents, OAuth."""
+STATIC_PREFIX = "/static/"
+"""Under it, the files of the app's ``static/`` folder."""
+
+_FRAMEWORK_PATHS = {
+    HEALTH_PATH: "the health check",
+    READY_PATH: "the readiness check",
+    VERSION_PATH: "the app's version",
+    NEXT_DUE_PATH: "when the app next needs waking",
+    MCP_PATH: "MCP, with Options(mcp=True)",
+    RESOURCE_METADATA_PATH: "OAuth metadata",
+    RESOURCE_METADATA_PATH + MCP_PATH: "OAuth metadata",
+    AUTHORIZATION_SERVER_PATH: "OAuth metadata",
+}
+_FRAMEWORK_PREFIXES = {
+    FRAMEWORK_PREFIX: "the framework's pages",
+    STATIC_PREFIX: "the static/ folder",
+}
+
+
+def framework_use(path: str) -> str | None:
+    """What the framework serves at a route ``path`` (``/orders/{id}``), which the app's
+    action there would never be reached for; None when the path is the app's."""
+    if path in _FRAMEWORK_PATHS:
+        return _FRAMEWORK_PATHS[path]
+    prefixed = (use for prefix, use in _FRAMEWORK_PREFIXES.items() if path.startswith(prefix))
+    return next(prefixed, None)
+
+
 class RouteFileError(RastrilloError):
     """An action file's name or folders do not form a valid route."""
 
@@ -152,7 +193,12 @@ class Router:
         self._routes = {(route.method, route.path): route for route in routes}
         for route in routes:
             node = self._root
-            for seg in _split(route.path):
+            segments = _split(route.path)
+            if segments is None:
+                raise ValueError(
+                    f"route path {route.path!r} must start with / and have no empty segment"
+                )
+            for seg in segments:
                 if param_name(seg) is not None:
                     node.param = node.param or _Node()
                     node = node.param
@@ -213,6 +259,13 @@ class Router:
         if node.param is not None and seg:
             return self._find(node.param, segments, i + 1)
         return None
+
+
+def raw_path(scope: Mapping[str, Any]) -> str:
+    """The request's path as sent, still percent-encoded: what every route matches on, so
+    an encoded slash stays inside one segment."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
 
 
 def _split(path: str) -> list[str] | None:

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import sqlparse
 from sqlalchemy import (
+    ClauseElement,
     Column,
     ColumnElement,
     Connection,
@@ -63,13 +64,15 @@ from sqlalchemy.exc import (
     OperationalError,
     ResourceClosedError,
     SQLAlchemyError,
+    StatementError,
 )
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeEngine
 
 from rastrillo.clock import SYSTEM_CLOCK, Clock, as_instant
-from rastrillo.errors import ConfigError, RastrilloError
+from rastrillo.errors import ConfigError, Problem, RastrilloError
 
 
 class Instant(TypeDecorator[datetime]):
@@ -139,6 +142,16 @@ reuses connections instead of opening (and setting up) new ones."""
 
 class DatabaseUnavailable(RastrilloError):
     """The database cannot serve this process now; the message says why."""
+
+
+class MigrationError(RastrilloError):
+    """A statement of a migration file failed: the file, the statement's line and the
+    database's words. The migrations of one start run in one transaction, so none of
+    them was applied, and the next start runs them again."""
+
+    def __init__(self, path: Path, line: int, reason: object) -> None:
+        where = Problem(f"{path.parent.name}/{path.name}", line, str(reason).strip())
+        super().__init__(f"{where}\nno migration was applied; fix the file and start again")
 
 
 def database_url(db: str, base: Path | None = None) -> str:
@@ -399,8 +412,8 @@ class Database:
             ) from exc
 
     def _driver_error(
-        self, raw: Any, cursor: Any, exc: Exception, sql: str | None, values: Any
-    ) -> DBAPIError:
+        self, raw: Any, cursor: Any, exc: Any, sql: str | None, values: Any
+    ) -> StatementError:
         """A driver's error as SQLAlchemy's Connection raises it; a connection found gone
         retires, as there, every connection opened before it and itself."""
         dialect = self.engine.dialect
@@ -492,8 +505,15 @@ class Database:
             for name, path in pending:
                 if name in done:
                     continue
-                for statement in split_sql(path.read_text(encoding="utf-8")):
-                    conn.exec_driver_sql(statement)
+                script = path.read_text(encoding="utf-8")
+                for statement in split_sql(script):
+                    try:
+                        conn.exec_driver_sql(statement)
+                    except DBAPIError as exc:
+                        if is_unavailable(exc):
+                            raise
+                        line = script[: script.find(statement)].count("\n") + 1
+                        raise MigrationError(path, line, exc.orig) from exc
                 record = migrations_table.insert().values(name=name, applied_at=self.clock.now())
                 conn.execute(record)
                 applied.append(name)
@@ -532,7 +552,9 @@ class _Form:
 
     @classmethod
     def of(cls, statement: Executable, dialect: Dialect, columns: Sequence[str] | None) -> _Form:
-        compiled = statement.compile(
+        # A statement the framework prepares is a ClauseElement too, compiled by the
+        # dialect's SQLCompiler, whose binds and positions are read here.
+        compiled: SQLCompiler = cast(ClauseElement, statement).compile(  # type: ignore[assignment]
             dialect=dialect, column_keys=list(columns) if columns is not None else None
         )
         convert: dict[str, Callable[[Any], Any]] = {}

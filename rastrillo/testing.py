@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.testclient import TestClient
@@ -35,7 +36,7 @@ class TestApp:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, app_dir: Path, tmp_path: Path, **overrides: object) -> None:
+    def __init__(self, app_dir: Path, tmp_path: Path, **overrides: Any) -> None:
         options = load_options(Path(app_dir))
         overrides.setdefault("db", str(Path(tmp_path) / "test.db"))
         self.app: App = App(dataclasses.replace(options, **overrides)).start()

@@ -1,5 +1,6 @@
-"""The request path's one way to run sync work in a worker thread: a sync ``handle``, a
-session's row check.
+"""The framework's one way to run sync work in a worker thread: a sync ``handle``, a
+session's row check, a framework page's or endpoint's database work. (The sidecar's
+passes alone run elsewhere: each on a thread of its own, which a stop can abandon.)
 
 Starlette's ``run_in_threadpool`` goes through ``anyio.to_thread.run_sync``, whose
 capacity limiter, cancel scope and per-loop lookups cost about twice the CPU of the

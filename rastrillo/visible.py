@@ -41,7 +41,9 @@ _IGNORABLE = (
 # Controls, format characters, surrogates, private use, unassigned, line and
 # paragraph separators, and every space but the plain one.
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
-_BRAILLE_BLANK = 0x2800
+_BLANK = frozenset({0x2800, 0xFFFC})
+"""Neither ignorable nor a space to Unicode, yet drawn as blank (the braille pattern
+blank) or as nothing at all (the object replacement character, in Chromium)."""
 
 
 @lru_cache(maxsize=4096)
@@ -50,7 +52,7 @@ def is_hidden(char: str) -> bool:
     if char == " ":
         return False
     code = ord(char)
-    if code == _BRAILLE_BLANK or unicodedata.category(char) in _HIDDEN_CATEGORIES:
+    if code in _BLANK or unicodedata.category(char) in _HIDDEN_CATEGORIES:
         return True
     return any(low <= code <= high for low, high in _IGNORABLE)
 
@@ -72,7 +74,7 @@ def _escape(char: str) -> str:
     escaped = repr(char)[1:-1]
     if escaped != char:  # \n, \t, \x1b, \u200b, \U000e0001 …
         return escaped
-    # Printable to Python, blank to a reader (U+2800, U+3164 …).
+    # Printable to Python, blank to a reader (U+2800, U+3164, U+FFFC …).
     code = ord(char)
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
@@ -81,18 +83,19 @@ Part = tuple[str, str | None]
 """A run of plain text ``(text, None)``, or one hidden character ``(char, "U+200B")``."""
 
 
-def parts(text: str) -> list[Part]:
+def parts(text: str, *, leading: bool = True, trailing: bool = True) -> list[Part]:
     """``text`` as runs of plainly visible text and single hidden characters, in order.
 
     A page shows each hidden character as a visible mark with its label, so the
     person reading it sees every character there is. Leading and trailing plain
-    spaces count as hidden too: nothing shows where they end.
+    spaces count as hidden too: nothing shows where they end. ``leading`` or
+    ``trailing`` False: ``text`` is a piece of a longer text that goes on on that side,
+    where its spaces show.
     """
     out: list[Part] = []
     run: list[str] = []
-    stripped = text.strip(" ")
-    start = len(text) - len(text.lstrip(" "))
-    end = start + len(stripped)
+    start = len(text) - len(text.lstrip(" ")) if leading else 0
+    end = len(text.rstrip(" ")) if trailing else len(text)
     for i, char in enumerate(text):
         if is_hidden(char) or (char == " " and not start <= i < end):
             if run:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, bindparam, event, select
+from sqlalchemy import Column, Integer, MetaData, Table, bindparam, event, inspect, select
 from sqlalchemy.exc import (
     IntegrityError,
     InternalError,
@@ -22,6 +22,7 @@ from rastrillo.storage import (
     Database,
     DatabaseUnavailable,
     Instant,
+    MigrationError,
     Prepared,
     is_unavailable,
     split_sql,
@@ -47,15 +48,22 @@ def test_migrations_apply_once_in_order(tmp_path):
     assert names == ["0001_init.sql", "0002_more.sql", "0003_third.sql"]
 
 
-def test_a_failing_migration_applies_nothing(tmp_path):
+def test_a_failing_migration_applies_nothing_and_names_its_file_and_line(db_url, tmp_path):
     migrations = tmp_path / "migrations"
     migrations.mkdir()
-    (migrations / "0001_bad.sql").write_text("CREATE TABLE a (x INT);\nNOT SQL AT ALL;\n")
-    db = Database(str(tmp_path / "app.db"))
-    with pytest.raises(OperationalError):
+    (migrations / "0001_ok.sql").write_text("CREATE TABLE a (x INT);\n")
+    (migrations / "0002_bad.sql").write_text("-- two tables\nCREATE TABLE b (x INT);\n\nNOT SQL;\n")
+    db = Database(db_url)
+    with pytest.raises(MigrationError) as failed:
         db.open(migrations)
-    assert db.query("SELECT name FROM sqlite_master WHERE name = 'a'") == []
+    message = str(failed.value)
+    assert message.startswith("migrations/0002_bad.sql:4: ")
+    assert "syntax error" in message
+    assert message.endswith("no migration was applied; fix the file and start again")
+    tables = {"a", "b"} & set(inspect(db.engine).get_table_names())
+    assert tables == set()
     assert db.query("SELECT * FROM rastrillo_migrations") == []
+    db.dispose()
 
 
 def test_badly_named_migration_is_a_clear_error(tmp_path):

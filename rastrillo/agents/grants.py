@@ -233,7 +233,7 @@ def create_grant(
     name, in any process, one is made.
     """
     check_agent_name(agent)
-    row = {
+    row: dict[str, Any] = {
         # Hex, so an id never starts with "-" and a terminal's `agents revoke <id>` takes it.
         "id": secrets.token_hex(16),
         "user_id": str(user_id),
@@ -349,7 +349,7 @@ def authenticate_until(db: Database, token: str) -> tuple[Grant, datetime] | Non
                 .where(grants_table.c.id == row["grant_id"])
                 .values(last_used_at=now)
             )
-        row = {**row, "last_used_at": now}
+        return _grant({**row, "last_used_at": now}), row["expires_at"]
     return _grant(row), row["expires_at"]
 
 

@@ -62,6 +62,7 @@ from mcp.server.auth.provider import (
     AuthorizationCode,
     AuthorizationParams,
     AuthorizeError,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     RegistrationError,
     TokenError,
@@ -88,6 +89,7 @@ from starlette.types import ASGIApp, Message
 from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
+from rastrillo.routing import AUTHORIZATION_SERVER_PATH
 from rastrillo.sessions import throttle
 from rastrillo.storage import METADATA, Database, Instant
 
@@ -105,7 +107,6 @@ __all__ = [
     "pending",
 ]
 
-AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
 TOKEN_PATH = "/_rastrillo/oauth/token"
 REGISTER_PATH = "/_rastrillo/oauth/register"
@@ -355,9 +356,14 @@ class Access(AccessToken):
     grant_id: str
 
 
-class Authority:
+class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     """The ``mcp`` SDK's authorization-server provider for one app (its database and origin),
-    and the routes that serve it."""
+    and the routes that serve it.
+
+    It names the SDK's protocol as its base, so a type checker holds it to the protocol,
+    and what it leaves out (the identity-assertion grant, which its token handler keeps
+    off) keeps the protocol's own refusal.
+    """
 
     def __init__(self, db: Database, origin: str) -> None:
         self.db = db

@@ -15,9 +15,20 @@ def add_audit_parser(sub: Any) -> None:
     p = sub.add_parser("audit", help="print the latest tool calls, newest first")
     p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
     p.add_argument("--db", help="the database (default: $RASTRILLO_DB, else the app's own)")
-    p.add_argument("--limit", default=20, type=int, metavar="N", help="how many rows (20)")
+    p.add_argument("--limit", default=20, type=_row_count, metavar="N", help="how many rows (20)")
     p.add_argument("--user", help="only calls made for this user")
     p.set_defaults(func=_audit)
+
+
+def _row_count(text: str) -> int:
+    """``--limit``: a whole number of rows from 1, in ASCII digits (SQLite reads a
+    negative ``LIMIT`` as none at all)."""
+    from rastrillo.registry.validate import parse_int
+
+    count = parse_int(text)
+    if count is None or count < 1:
+        raise argparse.ArgumentTypeError(f"wants a number of rows from 1, got {text!r}")
+    return count
 
 
 def _audit(args: argparse.Namespace) -> int:

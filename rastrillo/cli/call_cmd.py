@@ -24,7 +24,9 @@ def add_call_parser(tsub: Any) -> None:
     )
     p.add_argument("tool")
     p.add_argument("args", nargs="*", metavar="key=value")
-    p.add_argument("--as", dest="agent", required=True, metavar="AGENT", help="the agent's name")
+    p.add_argument(
+        "--as", dest="agent", required=True, type=_agent_name, metavar="AGENT", help="its name"
+    )
     p.add_argument("--user", required=True, help="the id of the user the agent acts for")
     p.add_argument("--approval", metavar="ID", help="the approval id of an approved write")
     p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
@@ -72,6 +74,18 @@ def _call(args: argparse.Namespace) -> int:
     if result.body:
         print("\n".join(for_terminal(line) for line in result.text.split("\n")))
     return 0 if result.status < 400 else 1
+
+
+def _agent_name(name: str) -> str:
+    """``--as``: a name an agent may have, refused here with the rule rather than by dispatch."""
+    from rastrillo.actor import Actor
+
+    if not Actor.agent(name).is_named_agent:
+        raise argparse.ArgumentTypeError(
+            f"'{for_terminal(name)}' is no agent name: letters, digits, '_', '.' or '-', "
+            "at most 64, starting with a letter or digit"
+        )
+    return name
 
 
 def _parse_args(pairs: list[str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from watchfiles import DefaultFilter, watch
 
 from rastrillo.errors import GenerateError
 from rastrillo.generate import generate
+from rastrillo.loader import app_file
 from rastrillo.pages.console import DEV_ENV
 
 
@@ -66,7 +67,7 @@ class DevServer:
 
 
 def run_dev(app_dir: Path, addr: str) -> int:
-    app_dir = app_dir.resolve()
+    app_dir = app_file(app_dir).parent  # a folder that is no app is refused before serving
     server = DevServer(app_dir, addr)
     # SIGTERM (a process manager, `kill`) ends the watch like Ctrl+C does, and
     # through the finally below, so the server it started never outlives it.

@@ -66,15 +66,19 @@ def read_tool(
 
 def _tool_value(tree: ast.Module, refuse: Refuse) -> ast.expr | None:
     """The value assigned to `TOOL` at module level; None if none is, or more than one is."""
-    values = [
-        node.value
-        for node in tree.body
-        if (isinstance(node, ast.Assign) and any(map(_is_tool_name, node.targets)))
-        or (isinstance(node, ast.AnnAssign) and _is_tool_name(node.target) and node.value)
-    ]
+    values = [value for node in tree.body if (value := _assigned_tool(node)) is not None]
     for value in values[1:]:
         refuse(value.lineno, "TOOL is assigned more than once; an action declares one tool")
     return values[0] if len(values) == 1 else None
+
+
+def _assigned_tool(node: ast.stmt) -> ast.expr | None:
+    """The value a module-level statement assigns to `TOOL`; None if it assigns none."""
+    if isinstance(node, ast.Assign) and any(map(_is_tool_name, node.targets)):
+        return node.value
+    if isinstance(node, ast.AnnAssign) and _is_tool_name(node.target):
+        return node.value
+    return None
 
 
 def _is_tool_name(target: ast.expr) -> bool:

@@ -122,11 +122,19 @@ def _value_literal(value: object) -> str:
 
 
 def py_literal(text: str) -> str:
-    """`repr`, with double quotes when that needs no escaping (the house style)."""
+    """`repr`, quoted as ruff formats it: in double quotes unless the text holds more double
+    quotes than single ones, the other kind escaped."""
     literal = repr(text)
-    if literal[0] == "'" and '"' not in text:
-        return f'"{literal[1:-1]}"'
-    return literal
+    if '"' not in text:
+        return literal if literal[0] == '"' else f'"{literal[1:-1]}"'
+    if "'" not in text:
+        return literal  # repr's single quotes, as ruff keeps them
+    quote = "'" if text.count('"') > text.count("'") else '"'
+    body = "".join(
+        "\\" + char if char == quote else char if char in "'\"" else repr(char)[1:-1]
+        for char in text
+    )
+    return quote + body + quote
 
 
 _INIT = f"""{HEADER}

@@ -12,7 +12,13 @@ from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
 from rastrillo.generate.rules import check_registry
 from rastrillo.registry.declare import ToolDef
-from rastrillo.routing import RouteFileError, is_action_part, route_for_file, route_shape
+from rastrillo.routing import (
+    RouteFileError,
+    framework_use,
+    is_action_part,
+    route_for_file,
+    route_shape,
+)
 
 ACTIONS_DIR = "actions"
 
@@ -80,6 +86,10 @@ def _read_action(file: str, rel: str, source: str) -> tuple[ActionFile | None, l
         method, path = route_for_file(rel)
     except RouteFileError as exc:
         return None, [Problem(source, None, str(exc))]
+    use = framework_use(path)
+    if use is not None:
+        message = f"{method} {path} is the framework's ({use}): this action would never run"
+        return None, [Problem(source, None, message + "; choose another path")]
     # Bytes, decoded by the parser as Python's import decodes them (UTF-8 unless the
     # file says otherwise); a file that cannot be decoded is a syntax error.
     try:
@@ -92,9 +102,7 @@ def _read_action(file: str, rel: str, source: str) -> tuple[ActionFile | None, l
         return None, [Problem(source, exc.lineno, f"syntax error: {exc.msg}")]
     except ValueError as exc:  # null bytes, on the Pythons that say so with ValueError
         return None, [Problem(source, None, f"cannot be read as Python: {exc}")]
-    problems: list[Problem] = []
-    if not _defines_handle(tree):
-        problems.append(Problem(source, None, "defines no handle(ctx) at module level"))
+    problems = _handle_problems(tree, source)
     tool, tool_problems = read_tool(tree, source, method, path)
     problems.extend(tool_problems)
     if problems:
@@ -122,13 +130,26 @@ def _read_bytes(file: str) -> bytes:
         os.close(fd)
 
 
-def _defines_handle(tree: ast.Module) -> bool:
+def _handle_problems(tree: ast.Module, source: str) -> list[Problem]:
+    """What is wrong with the file's ``handle``: none defined at module level, or a ``def``
+    that cannot be called with the one argument every request gives it, ``ctx``."""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "handle":
-            return True
+            if _takes_one_argument(node.args):
+                return []
+            return [Problem(source, node.lineno, "handle takes one argument, ctx: def handle(ctx)")]
         if isinstance(node, ast.Assign | ast.ImportFrom) and _binds_handle(node):
-            return True
-    return False
+            return []  # bound to something made elsewhere: checked when the app loads it
+    return [Problem(source, None, "defines no handle(ctx) at module level")]
+
+
+def _takes_one_argument(args: ast.arguments) -> bool:
+    """Whether a function with these parameters can be called as ``handle(ctx)``."""
+    positional = [*args.posonlyargs, *args.args]
+    required = len(positional) - len(args.defaults)
+    keywords_needed = any(default is None for default in args.kw_defaults)
+    takes_ctx = bool(positional) or args.vararg is not None
+    return takes_ctx and required <= 1 and not keywords_needed
 
 
 def _binds_handle(node: ast.Assign | ast.ImportFrom) -> bool:

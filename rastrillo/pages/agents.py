@@ -37,7 +37,7 @@ def agents_routes(mcp_url: str) -> list[Route]:
 
     @require
     def new_token(ctx: Context) -> Response:
-        if not ctx.actor.human:
+        if not ctx.actor.human or ctx.user_id is None:
             return ctx.not_found()
         agent = (ctx.form.get("agent") or "").strip()
         lifetime = _LIFETIMES.get(ctx.form.get("days") or "30")

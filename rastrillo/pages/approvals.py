@@ -17,6 +17,7 @@ from starlette.responses import Response
 from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
+from rastrillo.registry.confirm import confirm_parts
 from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.registry.validate import wire
 from rastrillo.routing import Route
@@ -38,10 +39,30 @@ def show_approval(ctx: Context) -> Response:
         "_rastrillo/approval.html",
         approval=record,
         state=record.state(ctx.db.clock.now()),
-        sentence=visible.parts(record.sentence),
+        sentence=_sentence(ctx, record),
         args=[(name, *_typed(value)) for name, value in record.args.items()],
         clients=_clients(ctx, record),
     )
+
+
+def _sentence(
+    ctx: Context, record: consent.ApprovalRecord
+) -> list[tuple[list[visible.Part], bool]]:
+    """The approved sentence in pieces, each value marked (``confirm_parts``) and split for
+    the page, which isolates each value's text direction. The pieces are rendered again
+    from the tool's template and the approved values, and used only if they make the very
+    sentence approved (else, a template changed since, the sentence is one piece)."""
+    defn = next((d for d in ctx.options.tools if d.id == record.tool), None)
+    pieces = [(record.sentence, False)]
+    if defn is not None:
+        again = confirm_parts(defn, {name: wire(value) for name, value in record.args.items()})
+        if "".join(text for text, _ in again) == record.sentence:
+            pieces = again
+    last = len(pieces) - 1
+    return [
+        (visible.parts(text, leading=i == 0, trailing=i == last), value)
+        for i, (text, value) in enumerate(pieces)
+    ]
 
 
 def _clients(ctx: Context, record: consent.ApprovalRecord) -> list[tuple[list[visible.Part], str]]:

@@ -19,9 +19,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from rastrillo import threads
 from rastrillo.actor import Actor, describe
 from rastrillo.context import Context
 from rastrillo.registry.declare import Arg, ToolDef
@@ -107,7 +107,7 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
         if approval_id is None:
             tool = form.get("tool", "")
             defn = next((d for d in tools if d.id == tool), None)
-            args = _form_args(defn, form)
+            args: Mapping[str, object] = _form_args(defn, form)
         else:
             # Re-run an approved call exactly as it was proposed: taken from the
             # approval itself, so no form encoding can change a byte of it. As the
@@ -129,7 +129,7 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
         except ToolError as exc:
             outcome = Outcome(tool, args, error=exc)
         page_format = form.get("format", FORMATS[0])
-        return await run_in_threadpool(_page, app.db, tools, ctx, page_format, outcome)
+        return await threads.in_thread(_page, app.db, tools, ctx, page_format, outcome)
 
     return [
         Route("GET", CONSOLE_PATH, _SOURCE, show),
@@ -205,5 +205,6 @@ def _rows(db: Database, user_id: str | None) -> list[Row]:
         proposed = record.refusal_kind == ConfirmRequired.__name__
         if record.approval_id and proposed and record.agent == AGENT:
             approval = consent.get(db, record.approval_id)
-        rows.append(Row(record, who, approval, approval and approval.state(now)))
+        state = approval.state(now) if approval is not None else None
+        rows.append(Row(record, who, approval, state))
     return rows

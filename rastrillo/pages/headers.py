@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rastrillo.routing import FRAMEWORK_PREFIX, raw_path
+
 __all__ = ["FRAMEWORK_PREFIX", "HEADERS", "SecurityHeaders", "secured"]
 
-FRAMEWORK_PREFIX = "/_rastrillo/"
 """The framework's own pages (approvals, console, agents) all live under this path."""
 
 HEADERS: tuple[tuple[str, str], ...] = (
@@ -57,8 +58,9 @@ def secured(send: Send, *, override: bool) -> Send:
 
 class SecurityHeaders:
     """Middleware: :data:`HEADERS` on the framework's pages always, forced; on every
-    other response too when ``app_pages`` (except paths starting with one of ``exempt``),
-    where the app's own values win."""
+    other response too when ``app_pages`` (except raw paths starting with one of
+    ``exempt``, as the router reads them: ``/%73tatic/…`` is no static file), where the
+    app's own values win."""
 
     def __init__(self, app: ASGIApp, *, app_pages: bool, exempt: tuple[str, ...] = ()) -> None:
         self.app = app
@@ -69,6 +71,6 @@ class SecurityHeaders:
         if scope["type"] == "http":
             if scope["path"].startswith(FRAMEWORK_PREFIX):
                 send = secured(send, override=True)
-            elif self.app_pages and not scope["path"].startswith(self.exempt):
+            elif self.app_pages and not raw_path(scope).startswith(self.exempt):
                 send = secured(send, override=False)
         await self.app(scope, receive, send)

@@ -294,20 +294,38 @@ class ArgMap(Mapping[str, Arg]):
         return repr(self._items)
 
 
-def _normalise(obj: Tool | ToolDef) -> None:
-    """``access`` as the `Access` member (every check compares with ``is``), ``args`` frozen."""
-    if not isinstance(obj.access, Access):
-        try:
-            access = Access(obj.access) if isinstance(obj.access, str) else None
-        except ValueError:
-            access = None
-        if access is None:
-            raise ValueError(
-                f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
-            )
-        object.__setattr__(obj, "access", access)
-    if not isinstance(obj.args, ArgMap):
-        object.__setattr__(obj, "args", ArgMap(obj.args))
+class ArgsField:
+    """The ``args`` field of `Tool` and `ToolDef`: given as a mapping of name to an `Arg` or
+    a description (a required string), kept as an `ArgMap`.
+
+    A data descriptor, so that the dataclass's ``__init__`` (and ``dataclasses.replace``)
+    converts what it is given, and a type checker sees both sides: ``__set__`` is what the
+    constructor takes, ``__get__`` what reading the field gives.
+    """
+
+    def __get__(self, obj: object, owner: type | None = None) -> ArgMap:
+        if obj is None:
+            return ArgMap()  # the field's default, as the dataclass reads it
+        args: ArgMap = obj.__dict__["args"]
+        return args
+
+    def __set__(self, obj: object, value: Mapping[str, Arg | str]) -> None:
+        obj.__dict__["args"] = value if isinstance(value, ArgMap) else ArgMap(value)
+
+
+def _normalise_access(obj: Tool | ToolDef) -> None:
+    """``access`` as the `Access` member (every check compares with ``is``)."""
+    if isinstance(obj.access, Access):
+        return
+    try:
+        access = Access(obj.access) if isinstance(obj.access, str) else None
+    except ValueError:
+        access = None
+    if access is None:
+        raise ValueError(
+            f"access must be rastrillo.ToolRead or rastrillo.ToolWrite, not {obj.access!r}"
+        )
+    object.__setattr__(obj, "access", access)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,11 +340,11 @@ class Tool:
 
     description: str
     access: Access = ToolRead
-    args: Mapping[str, Arg | str] = field(default_factory=ArgMap)
+    args: ArgsField = ArgsField()
     confirm: str = ""
 
     def __post_init__(self) -> None:
-        _normalise(self)
+        _normalise_access(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -342,12 +360,12 @@ class ToolDef:
     path: str
     description: str
     access: Access = ToolRead
-    args: Mapping[str, Arg | str] = field(default_factory=ArgMap)
+    args: ArgsField = ArgsField()
     confirm: str = ""
     source: str = ""
 
     def __post_init__(self) -> None:
-        _normalise(self)
+        _normalise_access(self)
 
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")

@@ -35,6 +35,11 @@ _PYTHON_ONLY = (
     (r"\(\?P", "(?P…) groups are Python's: write (…) or (?:…)"),
     (r"\(\?[#>aiLmsux-]", "this (?…) group is Python's"),
     (r"[*+?}]\+", "possessive quantifiers (*+, ++, ?+) are Python's"),
+    (r"\(\?\(", "conditional groups (?(1)…|…) are Python's"),
+    (
+        r"(?<!\\)\{,[0-9]*\}",
+        "{,n} is a quantifier only to Python (to JavaScript it is text): write {0,n}",
+    ),
 )
 """Syntax only Python's ``re`` has, outside a character class, and what to write instead.
 Searched as text (``re`` caches it): compiled at import, it would cost every CLI start."""
@@ -72,6 +77,11 @@ def pattern_problem(pattern: str) -> str | None:
             return f"pattern {pattern!r}: a ] first in [...] is literal only to Python: write \\]"
         if token == r"\S" and in_class:
             return f"pattern {pattern!r}: \\S inside [...] is not supported; write (?:\\S|[...])"
+        if token in (r"\U", r"\N"):
+            return (
+                f"pattern {pattern!r}: {token} escapes are Python's (to JavaScript {token} is "
+                f"the letter {token[1]}): write the character itself, or \\uXXXX"
+            )
         outside.append(" " if in_class else token)
     for syntax, problem in _PYTHON_ONLY:
         if re.search(syntax, "".join(outside)):

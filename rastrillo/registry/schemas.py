@@ -96,7 +96,8 @@ def _render(arg: Arg, native: Callable[[Arg], frozenset[str]], nullable: bool) -
         if field_name not in kinds:
             described.append(field_name)
         elif field_name == "choices":
-            prop["enum"] = [*value, None] if nullable else list(value)  # type: ignore[call-overload]
+            choices: list[object] = list(arg.choices or ())
+            prop["enum"] = [*choices, None] if nullable else choices
         else:
             prop[_KEYWORDS[field_name]] = value
     if described:

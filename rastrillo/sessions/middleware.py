@@ -17,7 +17,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from starlette.datastructures import MutableHeaders
-from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import threads
@@ -200,12 +199,21 @@ def request_session(ctx: Context) -> RequestSession:
 
 
 def _cookie(scope: Scope, name: str) -> str | None:
+    """The value of the cookie named ``name`` exactly, the last one sent if several are.
+
+    Only the spaces and tabs HTTP allows around a pair are trimmed. A Unicode-aware trim
+    (Starlette's ``cookie_parser``) also drops a leading NBSP or NEL byte, which the browser
+    keeps as part of the name: a sibling subdomain could then plant ``\xa0__Host-…``, no
+    ``__Host-`` cookie to the browser, and have it read as the session cookie here.
+    """
+    found = None
     for key, value in scope["headers"]:
         if key == b"cookie":
-            found = cookie_parser(value.decode("latin-1")).get(name)
-            if found is not None:
-                return found
-    return None
+            for pair in value.decode("latin-1").split(";"):
+                cookie, equals, cookie_value = pair.strip(" \t").partition("=")
+                if equals and cookie == name:
+                    found = cookie_value
+    return found
 
 
 def _is_https(origin: str) -> bool:

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from rastrillo.awaitable import is_async_callable
 from rastrillo.clock import SYSTEM_CLOCK, Clock
@@ -148,7 +148,7 @@ async def _settle(call: Callable[[], Awaitable[Any]], done: Callable[[Any, Any],
         done(result, None)
 
 
-def in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+def in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     """Run blocking ``fn`` on a fresh daemon thread; the loop can stop waiting for it at will.
 
     Unlike an executor, nothing joins these threads at exit, which is what
@@ -339,7 +339,7 @@ class SidecarLoop:
         if self.db is None:
             return None
         try:
-            await in_thread(self.db.check)
+            await in_daemon_thread(self.db.check)
         except DatabaseUnavailable as exc:
             return exc
         return None
@@ -351,11 +351,12 @@ class SidecarLoop:
         def settle(result: object, error: BaseException | None) -> None:
             loop.call_soon_threadsafe(_set_once, done, _Outcome(result, error))
 
-        if self._runner is not None:
-            cancel = self._runner.start(lambda: self.pass_fn(ctx), settle)
+        if self._runner is not None:  # made for an async pass function
+            run_async = cast(Callable[[PassContext], Awaitable[PassResult]], self.pass_fn)
+            cancel = self._runner.start(lambda: run_async(ctx), settle)
         else:
             cancel = None
-            in_thread(lambda: self.pass_fn(ctx)).add_done_callback(
+            in_daemon_thread(lambda: self.pass_fn(ctx)).add_done_callback(
                 lambda f: _set_once(done, _Outcome(*_unwrap(f)))
             )
 
@@ -437,10 +438,11 @@ class SidecarLoop:
         since = self.clock.monotonic() - self._renewed_at
         if since < self._renew_every:
             return True
-        holding = self._holding = in_thread(self.lease.hold)
+        holding = self._holding = in_daemon_thread(self.lease.hold)
         stop = asyncio.ensure_future(self._stop.wait())
+        either: set[asyncio.Future[Any]] = {holding, stop}
         try:
-            await asyncio.wait({holding, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
         if not holding.done():
@@ -465,7 +467,7 @@ class SidecarLoop:
         if self.db is None:
             return
         try:
-            await in_thread(
+            await in_daemon_thread(
                 lambda: record_pass(
                     self.db,  # type: ignore[arg-type]
                     self.name,
@@ -491,7 +493,7 @@ class SidecarLoop:
             if holding is not None:
                 with contextlib.suppress(Exception):  # its error was logged, or is moot now
                     await holding
-            await in_thread(lease.release)
+            await in_daemon_thread(lease.release)
 
         releasing = asyncio.ensure_future(release())
         force = asyncio.ensure_future(self._force.wait())
@@ -518,6 +520,6 @@ def _set_once(future: asyncio.Future[_Outcome], outcome: _Outcome) -> None:
         future.set_result(outcome)
 
 
-def _unwrap(future: asyncio.Future[object]) -> tuple[object, BaseException | None]:
+def _unwrap(future: asyncio.Future[Any]) -> tuple[object, BaseException | None]:
     exc = future.exception()
     return (None, exc) if exc is not None else (future.result(), None)

@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from rastrillo import threads
 from rastrillo.awaitable import is_async_callable
 from rastrillo.errors import ConfigError
 from rastrillo.sidecar.lease import recorded_next_due
@@ -79,11 +79,11 @@ def next_due_endpoint(
     async def compute() -> datetime | None:
         if provider is None:
             assert sidecar is not None
-            return await run_in_threadpool(recorded_next_due, db, sidecar.name)
+            return await threads.in_thread(recorded_next_due, db, sidecar.name)
         if is_async_callable(provider):
             result = await provider(db)
         else:
-            result = await run_in_threadpool(provider, db)
+            result = await threads.in_thread(provider, db)
         return next_due_from(result, "Options.next_due")
 
     async def endpoint(request: Request) -> Response:

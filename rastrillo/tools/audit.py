@@ -123,11 +123,16 @@ class AuditRecord:
 class Called(Protocol):
     """What the audit log keeps of a call as it was made (a ``tools.Call`` is one)."""
 
-    call_id: object
-    tool: object
-    actor: object
-    args: object
-    client: object
+    @property
+    def call_id(self) -> object: ...
+    @property
+    def tool(self) -> object: ...
+    @property
+    def actor(self) -> object: ...
+    @property
+    def args(self) -> object: ...
+    @property
+    def client(self) -> object: ...
 
 
 class Entry:
@@ -300,24 +305,23 @@ def _text(value: Any) -> str:
 
 
 _TEXTS = [
-    (name, audit_table.c[name].type.length, audit_table.c[name].nullable)
-    for name in _COLUMNS
-    if isinstance(audit_table.c[name].type, String)
+    (column.name, column.type.length, column.nullable)
+    for column in (audit_table.c[name] for name in _COLUMNS)
+    if isinstance(column.type, String)
 ]
 """Each text column, its length (None: unbounded) and whether it takes NULL."""
 
 
 def _storable(entry: Entry) -> dict[str, Any]:
     """The entry's values by column, each text storable and cut to its column's length."""
-    actor = entry.actor
-    named = isinstance(actor, Actor)
+    actor = entry.actor if isinstance(entry.actor, Actor) else None
     approval = entry.approval
     values = {
         "at": entry.at,
         "call_id": entry.call_id,
         "tool": entry.tool,
-        "actor": str(actor) if named else actor,
-        "agent": actor.name if named and actor.is_named_agent else None,  # type: ignore[union-attr]
+        "actor": str(actor) if actor is not None else entry.actor,
+        "agent": actor.name if actor is not None and actor.is_named_agent else None,
         "user_id": entry.user_id,
         "args": _args_json(entry.args),
         "approval_id": entry.approval_id,
@@ -354,7 +358,7 @@ def _as_json(entry: Entry) -> str:
     return json.dumps(_storable(entry), default=str, ensure_ascii=True)
 
 
-def _record(row: Mapping[str, Any]) -> AuditRecord:
+def _record(row: Mapping[Any, Any]) -> AuditRecord:
     return AuditRecord(
         at=row["at"],
         call_id=row["call_id"],

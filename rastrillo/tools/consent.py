@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 
 from rastrillo.actor import Actor, Approval
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
 from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import Arg, ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, BadArg, ToolError, TooManyApprovals
@@ -51,8 +51,6 @@ from rastrillo.storage import (
 
 if TYPE_CHECKING:
     from starlette.requests import Request
-
-    from rastrillo.context import Context
 
 __all__ = [
     "APPROVAL_PATH",
@@ -472,13 +470,13 @@ def _texts(args: Mapping[str, ArgValue]) -> dict[str, str]:
 def _deciding_user(source: Request | Context | str) -> str | None:
     if isinstance(source, str):
         return source
-    request = getattr(source, "request", source)
+    request: Request = source.request if isinstance(source, Context) else source
     if request.scope.get(TOOL_CALL_SCOPE_KEY) is not None:
         raise ToolError("an approval is decided by a human in their own session, not a tool call")
     return request.scope.get(USER_SCOPE_KEY)
 
 
-def _record(row: Mapping[str, Any]) -> ApprovalRecord:
+def _record(row: Mapping[Any, Any]) -> ApprovalRecord:
     return ApprovalRecord(
         id=row["id"],
         tool=row["tool"],

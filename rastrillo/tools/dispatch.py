@@ -67,9 +67,14 @@ class Target(Protocol):
 
     db: Database
     origin: str
-    approval_ttl: timedelta
-    tools: Sequence[ToolDef]
-    """The registry ``dispatch(app, call)`` checks a call against."""
+
+    @property
+    def approval_ttl(self) -> timedelta: ...
+
+    @property
+    def tools(self) -> Sequence[ToolDef]:
+        """The registry ``dispatch(app, call)`` checks a call against."""
+        ...
 
     def checks_in_handle(self, defn: ToolDef) -> bool:
         """Whether the router runs a ``ToolCallMarker.check`` for this tool in the worker
@@ -196,14 +201,14 @@ async def dispatch(
     write is committed before this returns.
     """
     if call is None and type(defs) is Call:  # dispatch(app, call): the app's own registry
-        defs, call = app.tools, defs
+        registry, call = app.tools, defs
     else:
-        defs, call = _registry_and_call(app, defs, call)
+        registry, call = _registry_and_call(app, defs, call)
     # Whatever the call holds is recorded as it is (audit makes every text storable).
     entry = audit.Entry(call)
     write = None
     try:
-        plan, values, texts = _check_call(defs, call)
+        plan, values, texts = _check_call(registry, call)
         session = None
         if plan.defn.access is Access.WRITE:
             write = _Write(app, plan, call, values, texts, entry)
@@ -643,7 +648,7 @@ async def _run(
         query, body = b"", encoded
         headers.append(_FORM_HEADER)
         headers.append((b"content-length", str(len(body)).encode()))
-    scope = {
+    scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
         "http_version": "1.1",

@@ -36,6 +36,14 @@ def test_new_refuses_an_existing_folder(tmp_path, monkeypatch, capsys):
     assert main(["new", "bad-name"]) == 1
 
 
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_dev_on_a_folder_that_is_no_app_is_one_line_not_a_traceback(folder, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["dev", str(tmp_path / folder)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: no app.py in {tmp_path / folder}: is this an app folder?\n"
+
+
 def _wait_for(url: str, predicate, timeout: float = 60) -> httpx.Response:
     deadline = time.monotonic() + timeout
     last: object = None

@@ -62,3 +62,16 @@ def test_list_prints_an_authors_control_characters_escaped_one_line_per_tool(tmp
     assert out.count("\n") == 1
     assert "\x1b" not in out and "\u202e" not in out and "\u2028" not in out
     assert "Shows it\\n\\x1b[2Jforged  \\u202eevil\\u2028x" in out
+
+
+@pytest.mark.parametrize("agent", ["bad name", "x\x1b[31m", ".dot", "a" * 65])
+def test_call_refuses_a_name_no_agent_may_have_before_calling_and_escaped(agent, tmp_path, capsys):
+    db = tmp_path / "app.db"
+    call = ["tools", "call", "orders_get", "--as", agent, "--user", "1"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*call, "--app", str(TICKETS), "--db", str(db)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "is no agent name: letters, digits" in err
+    assert "\x1b" not in err
+    assert not db.exists()  # refused as a usage error: no app opened, no audit row

@@ -90,6 +90,52 @@ def test_refusals_name_the_file_and_leave_gen_alone(tmp_path, files, expected):
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    "handle",
+    ["def handle():", "async def handle():", "def handle(ctx, db):", "def handle(*, ctx):",
+     "def handle(ctx, *, user):", "def handle(**kwargs):"],
+)
+def test_a_handle_that_cannot_take_ctx_is_refused_at_its_line(tmp_path, handle):
+    make(tmp_path, {"x.GET.py": f"import rastrillo\n\n{handle}\n    return None\n"})
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    assert str(info.value) == "actions/x.GET.py:3: handle takes one argument, ctx: def handle(ctx)"
+
+
+@pytest.mark.parametrize(
+    "handle",
+    ["def handle(ctx):", "async def handle(ctx):", "def handle(ctx, db=None):",
+     "def handle(ctx, /):", "def handle(*args):", "def handle(ctx, *, user=None, **extra):"],
+)
+def test_a_handle_that_takes_ctx_is_taken(tmp_path, handle):
+    make(tmp_path, {"x.GET.py": f"{handle}\n    return None\n"})
+    generate(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("file", "refusal"),
+    [
+        ("mcp.POST.py", "POST /mcp is the framework's (MCP, with Options(mcp=True))"),
+        ("healthz.GET.py", "GET /healthz is the framework's (the health check)"),
+        ("readyz.GET.py", "GET /readyz is the framework's (the readiness check)"),
+        ("api/version.GET.py", "GET /api/version is the framework's (the app's version)"),
+        ("api/next-due.GET.py", "GET /api/next-due is the framework's (when the app next"),
+        ("static/[name].GET.py", "GET /static/{name} is the framework's (the static/ folder)"),
+    ],
+)
+def test_an_action_at_a_path_the_framework_serves_is_refused(tmp_path, file, refusal):
+    make(tmp_path, {file: HANDLE})
+    with pytest.raises(GenerateError) as info:
+        generate(tmp_path)
+    assert str(info.value).startswith(f"actions/{file}: {refusal}")
+    assert str(info.value).endswith("this action would never run; choose another path")
+
+
+def test_a_parameter_route_beside_the_framework_paths_is_the_apps(tmp_path):
+    make(tmp_path, {"[page].GET.py": HANDLE, "mcp/[tool].GET.py": HANDLE, "api/[x].GET.py": HANDLE})
+    generate(tmp_path)
+
+
 def test_files_are_decoded_as_python_imports_them(tmp_path):
     latin1 = '# -*- coding: latin-1 -*-\nTOOL = rastrillo.Tool(description="Caf\u00e9.")\n'
     (tmp_path / "actions").mkdir()

@@ -18,7 +18,7 @@ from ruff.__main__ import find_ruff_bin
 
 from rastrillo.generate import generate
 from rastrillo.generate.read import read_tool
-from rastrillo.generate.render import render_tools_module
+from rastrillo.generate.render import py_literal, render_tools_module
 from rastrillo.registry.declare import Arg, ToolDef, ToolWrite
 from rastrillo.tools import FORMATS, schemas_json
 from tests.registry.strategies import args
@@ -241,6 +241,19 @@ def test_all_string_declarations_generate_the_same_gen_and_schemas() -> None:
 
 # The ruff binary itself: `python -m ruff` would start an interpreter first, twice an example.
 RUFF = find_ruff_bin()
+
+
+def test_a_text_holding_both_quotes_is_quoted_as_ruff_quotes_it(tmp_path: Path) -> None:
+    # Hypothesis found '\'"': repr writes '\'"' where ruff writes "'\"".
+    texts = ["'\"", "a\"b\"c'", "\\'\"", "x\n'\"", "\"\"''", "\"''", "\"\"'", "\x00'\"\u202e"]
+    file = tmp_path / "texts.py"
+    file.write_text("".join(f"x{n} = {py_literal(text)}\n" for n, text in enumerate(texts)))
+    result = subprocess.run([RUFF, "format", "--check", "--isolated", str(file)], text=True,
+                            capture_output=True)
+    assert result.returncode == 0, result.stdout
+    namespace: dict[str, object] = {}
+    exec(file.read_text(), namespace)
+    assert [namespace[f"x{n}"] for n in range(len(texts))] == texts
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,6 +11,7 @@ import pytest
 from httpx import Headers
 
 from rastrillo.cli.new import scaffold
+from rastrillo.loader import load_options
 from rastrillo.pages.console import CONSOLE_PATH
 from rastrillo.pages.headers import FRAMEWORK_PREFIX, HEADERS
 from rastrillo.testing import TestApp, live_server
@@ -132,3 +133,36 @@ def test_every_response_under_the_framework_prefix_has_them_oauth_endpoints_too(
     for answer in answers:
         assert answer.request.url.path.startswith(FRAMEWORK_PREFIX)
         expect_secured(answer.headers)
+
+
+PAGE = {
+    "[lang]/[page].GET.py": """
+        def handle(ctx):
+            return ctx.text(f"{ctx.params['page']} in {ctx.params['lang']}")
+    """
+}
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["no-static-folder", "static-folder"])
+def test_an_app_page_reached_under_the_static_prefix_is_still_secured(
+    tmp_path: Path, static: bool
+) -> None:
+    """Static files are exempt (a stylesheet may be cached); an app page is not, whatever
+    its path says. ``/static/settings`` reaches ``[lang]/[page]`` when the app has no static
+    folder, and ``/%73tatic/settings`` does beside one (the router reads the raw path): a
+    page on another port framed either, under its own button."""
+    files = STATIC if static else {}
+    app_dir = write_app(tmp_path / "app", PAGE, extra="security_headers=True,", files=files)
+    options = load_options(app_dir)
+    with live_server(options) as app, httpx.Client(base_url=app.origin) as client:
+        # Beside a static folder, /static/settings is a missing file (404, exempt).
+        paths = ["/%73tatic/settings"] if static else ["/static/settings", "/%73tatic/settings"]
+        for path in paths:
+            page = client.get(path)
+            assert page.text == "settings in static"
+            expect_secured(page.headers)
+        if static:
+            style = client.get("/static/style.css")
+            assert style.status_code == 200 and "no-store" not in style.headers.get(
+                "cache-control", ""
+            )

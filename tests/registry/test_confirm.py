@@ -1,4 +1,5 @@
-"""confirm_sentence: one left-to-right pass, values inserted literally, never raises."""
+"""confirm_sentence: one left-to-right pass, values inserted literally, never raises; and
+confirm_parts, the same sentence in pieces with each value marked."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rastrillo.registry.confirm import placeholders
+from rastrillo.registry.confirm import confirm_parts, placeholders
 from rastrillo.registry.declare import Tool, ToolDef, ToolWrite
 from rastrillo.tools import confirm_sentence
 
+DEFN = {"id": "x_post", "method": "POST", "path": "/x", "description": "x", "access": ToolWrite}
+
 
 def sentence(template: str, args: dict[str, str]) -> str:
-    defn = ToolDef(
-        id="x_post", method="POST", path="/x", description="x", access=ToolWrite,
-        confirm=template,
-    )  # fmt: skip
-    return confirm_sentence(defn, args)
+    return confirm_sentence(ToolDef(**DEFN, confirm=template), args)
 
 
 @pytest.mark.parametrize(
@@ -73,6 +72,11 @@ def test_single_pass_and_literal_values(
         v if kind == "text" else args.get(v, "{" + v + "}") for kind, v in template_parts
     )
     assert sentence(template, args) == expected
+    # In pieces, as the approval page shows it: the same text, and exactly the values put in.
+    pieces = confirm_parts(ToolDef(**{**DEFN, "confirm": template}), args)
+    assert "".join(text for text, _ in pieces) == expected
+    put = [args[v] for kind, v in template_parts if kind == "name" and args.get(v)]
+    assert [text for text, value in pieces if value] == put
 
 
 @given(st.text(), st.dictionaries(st.text(), st.text()), st.randoms())

@@ -128,6 +128,11 @@ def test_every_pattern_both_read_matches_what_ecma_262_matches(
         ("^[]a]$", "a ] first in [...] is literal only to Python"),
         ("^[^]a]$", "a ] first in [...] is literal only to Python"),
         (r"[\Sx]", r"\S inside [...] is not supported"),
+        (r"^(a)?(?(1)b|c)$", "conditional groups"),
+        (r"^\d{,3}$", "{,n} is a quantifier only to Python"),
+        (r"^\U00000061$", r"\U escapes are Python's"),
+        (r"^[\U00000061]$", r"\U escapes are Python's"),
+        (r"^\N{DIGIT ZERO}$", r"\N escapes are Python's"),
         ("(", "pattern does not compile"),
     ],
 )
@@ -139,6 +144,24 @@ def test_python_only_syntax_is_refused_when_declared(pattern: str, problem: str)
         Arg("a code", pattern=pattern)
 
 
-@pytest.mark.parametrize("pattern", [r"[(?P]", r"[\]a]", r"\(\?i\)", r"[\s]"])
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [
+        (r"^\d{,3}$", "12"),  # Python: up to three digits; JavaScript: a digit, then "{,3}"
+        (r"^\U00000061$", "a"),  # Python: "a"; JavaScript: "U00000061"
+        (r"^\N{DIGIT ZERO}$", "0"),  # Python: "0"; JavaScript: "N{DIGIT ZERO}"
+    ],
+)
+def test_syntax_that_reads_otherwise_to_python_is_refused(pattern: str, value: str) -> None:
+    """Both engines take these patterns, and read them differently: the value only Python's
+    reading takes would reach the handler though the schema the model was given refuses it."""
+    assert regress.Regex(pattern).find(value) is None
+    assert re.search(pattern, value) is not None
+    assert pattern_problem(pattern) is not None
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"[(?P]", r"[\]a]", r"\(\?i\)", r"[\s]", r"a\{,3}", r"[{,3}]", r"\\N", r"a{1,3}"]
+)
 def test_the_same_text_as_a_literal_is_declared(pattern: str) -> None:
     assert pattern_problem(pattern) is None

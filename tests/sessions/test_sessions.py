@@ -121,6 +121,22 @@ def test_a_forged_cookie_is_refused_and_cleared(app: App, kind: str) -> None:
         assert client.get("/private", follow_redirects=False).status_code == 303
 
 
+@pytest.mark.parametrize("lead", [b"\xa0", b"\x85"])
+def test_a_cookie_named_the_session_cookie_only_after_a_unicode_trim_is_not_it(
+    app: App, lead: bytes
+) -> None:
+    """A browser keeps the byte as part of the name (``\xa0__Host-…`` is no ``__Host-``
+    cookie, so a sibling subdomain may set it): the server must not trim it away. The
+    session cookie of the same request, whichever comes first, is still read."""
+    name = sessions.cookie_name(app.origin).encode()
+    planted, real = sessions.create_session(app.db, "666"), sessions.create_session(app.db, "1")
+    with httpx.Client(base_url=app.origin) as client:
+        alone = lead + name + b"=" + planted.encode()
+        assert client.get("/", headers={"cookie": alone}).text == "-"
+        both = name + b"=" + real.encode() + b"; " + alone
+        assert client.get("/", headers={"cookie": both}).text == "1"
+
+
 def test_idle_expiry(serve: Callable[..., App], browser: Browser, clock: Clock) -> None:
     app = serve(session_idle=timedelta(minutes=30), session_lifetime=timedelta(hours=8))
     client = browser(app)

@@ -392,6 +392,15 @@ def test_tools_call_usage_errors(tickets, capsys):
     assert capsys.readouterr().out == "no tool calls yet\n"
 
 
+@pytest.mark.parametrize("limit", ["-5", "0", "1_0", " 3", "٣"])
+def test_audit_limit_is_a_number_of_rows_from_one_in_ascii_digits(limit, tickets, capsys):
+    # SQLite reads a negative LIMIT as no limit at all; int() takes "1_0", " 3" and "٣".
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", "--app", str(tickets), "--limit", limit])
+    assert exit_.value.code == 2
+    assert f"--limit: wants a number of rows from 1, got {limit!r}" in capsys.readouterr().err
+
+
 def test_tickets_records_who_cancelled_an_order(tmp_path):
     app = TestApp(TICKETS, tmp_path)
     agent = app.agent("concierge", user_id=1)

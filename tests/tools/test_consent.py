@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -83,7 +84,8 @@ def test_approved_on_the_page_then_runs_once_with_who_and_when(f):
     human = browser(f, "3")
     page = human.get(pending.url)
     assert page.status_code == 200
-    assert "Cancel order 7? Its tickets go back on sale." in page.text
+    # The value in the sentence is isolated, so no right-to-left letter moves the rest.
+    assert "Cancel order <bdi>7</bdi>? Its tickets go back on sale." in page.text
     assert "<code>reason</code>" in page.text and "<code>&#34;dup&#34;</code>" in page.text
     decided = human.post(pending.url, data={"decision": "approve"}, follow_redirects=False)
     assert decided.status_code == 303
@@ -167,10 +169,24 @@ def test_the_sentence_shown_is_the_rendered_template(tmp_path):
     pending = propose(f, f.session("3"), args)
     assert pending.sentence == "Cancel order {reason}\nmore? Its tickets go back on sale."
     page = browser(f, "3").get(pending.url).text
-    assert re.search(r"Cancel order \{reason\}<span[^>]*>↵</span><br>more\?", page)
+    assert re.search(r"Cancel order <bdi>\{reason\}<span[^>]*>↵</span><br>more</bdi>\?", page)
 
 
-INVISIBLE = ["\u200b", "\u2028", "\u2029", "\ufeff", "\u00ad", "\u3164", "\u2800", "\U000e0041"]
+def test_after_the_template_changed_the_page_shows_the_sentence_approved(f):
+    """The page puts each value of the sentence in its own ``<bdi>`` by rendering the
+    tool's template again; once the template changed (a new release), it shows the
+    stored sentence, the one the person is asked about, whole."""
+    pending = propose(f, f.session("3"))
+    i = next(i for i, d in enumerate(f.options.tools) if d.id == CANCEL)
+    f.options.tools[i] = dataclasses.replace(f.options.tools[i], confirm="Drop order {id}!")
+    page = browser(f, "3").get(pending.url).text
+    assert '<p class="sentence">Cancel order 7? Its tickets go back on sale.</p>' in page
+
+
+INVISIBLE = [
+    *("\u200b", "\u2028", "\u2029", "\ufeff", "\u00ad", "\u3164", "\u2800", "\U000e0041"),
+    "\ufffc",  # the object replacement character: Chromium draws it as nothing
+]
 
 
 @pytest.mark.parametrize("hidden", INVISIBLE)
@@ -245,9 +261,11 @@ def test_an_unknown_approval_id(f):
 
 
 def test_an_expired_approval(tmp_path):
-    f = build(tmp_path, approval_ttl=timedelta(0))
+    clock = ManualClock()
+    f = build(tmp_path, clock=clock)
     session = f.session("3")
     pending = propose(f, session)
+    clock.advance(10 * 60)  # the approval's ten minutes, to the microsecond
     with pytest.raises(ApprovalInvalid) as info:
         consent.decide(f.app.db, "3", pending.approval_id, True)
     assert info.value.reason == "expired"

@@ -1,0 +1,106 @@
+"""The approval page's sentence in Chromium when a value holds right-to-left letters.
+
+No bidirectional control reaches a value (dispatch refuses them), but a Hebrew or an
+Arabic letter is ordinary text, and the Unicode bidirectional algorithm lets it carry
+the neutral characters and the numbers after it into its right-to-left run: put
+straight into the sentence, the value ``א`` made "Move א → 5?" read "Move 5 → א?",
+the other value and the arrow moved. Each value must stay within its own place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+import rastrillo
+from rastrillo.app import App
+from rastrillo.registry.declare import ToolDef, tool_id
+from rastrillo.routing import Route
+from rastrillo.sessions import cookie_name, create_session, require
+from rastrillo.testing import live_server
+from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
+
+pytestmark = pytest.mark.browser
+
+MOVE = "Move {box} → {shelf}?"
+
+VISUAL_ORDER = """(element) => {
+  const chars = [];
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      chars.push([range.getBoundingClientRect().left, node.data[i]]);
+    }
+  }
+  chars.sort((a, b) => a[0] - b[0]);
+  return chars.map((c) => c[1]).join("");
+}"""
+"""The element's characters as they stand on the screen, left to right (one line)."""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    @require
+    def move(ctx: rastrillo.Context):
+        return ctx.text("moved")
+
+    defn = ToolDef(
+        id=tool_id("POST", "/moves"),
+        method="POST",
+        path="/moves",
+        description="Move a box to a shelf.",
+        access=rastrillo.ToolWrite,
+        args={"box": "the box", "shelf": "the shelf"},
+        confirm=MOVE,
+    )
+    options = rastrillo.Options(
+        app_dir=tmp_path,
+        db=str(tmp_path / "app.db"),
+        routes=[Route("POST", "/moves", "move", move)],
+        tools=[defn],
+    )
+    with live_server(options) as served:
+        yield served
+
+
+def approval_page(browser: Browser, app: App, args: dict[str, str]) -> Page:
+    """An agent proposes the move for user 1; user 1's browser opens its approval page."""
+    session = create_session(app.db, "1")
+    call = Call(
+        tool="moves_post", args=args, actor=rastrillo.Actor.agent("helper"), session=session
+    )
+    with ThreadPoolExecutor(1) as thread:  # Playwright holds an event loop in this one
+        refused = thread.submit(dispatch_sync, app, call).exception()
+    assert isinstance(refused, ConfirmRequired)
+    context = browser.new_context(java_script_enabled=False)
+    context.add_cookies([{"name": cookie_name(app.origin), "value": session, "url": app.origin}])
+    page = context.new_page()
+    page.goto(refused.url)
+    return page
+
+
+@pytest.mark.parametrize(
+    ("box", "shelf"), [("\u05d0", "5"), ("\u0627", "5"), ("12 \u05d0", "34"), ("a", "\u05d0")]
+)
+def test_a_right_to_left_value_moves_nothing_else_in_the_sentence(
+    browser: Browser, app: App, box: str, shelf: str
+) -> None:
+    page = approval_page(browser, app, {"box": box, "shelf": shelf})
+    sentence = page.locator(".sentence")
+    shown = sentence.evaluate(VISUAL_ORDER)
+    # Around each value, the sentence stands as written: "Move ", the box, " → ", the
+    # shelf, "?" (a value's own letters may run right to left within its place).
+    start, arrow, end = "Move ", " → ", "?"
+    assert shown.startswith(start) and shown.endswith(end)
+    middle = shown[len(start) : -len(end)]
+    assert arrow in middle
+    shown_box, _, shown_shelf = middle.partition(arrow)
+    assert sorted(shown_box) == sorted(box) and sorted(shown_shelf) == sorted(shelf)
+    page.context.close()

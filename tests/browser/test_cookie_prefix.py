@@ -1,0 +1,145 @@
+"""The ``__Host-`` session cookie against a sibling subdomain, in Chromium over real TLS.
+
+The app is ``https://app.site.test``; a hostile ``http://evil.site.test`` (another
+name under the same parent domain: a user-content or a forgotten subdomain) tries to
+plant a session of its own choosing. ``__Host-`` makes Chromium refuse any cookie of
+that name set for the parent domain, but a name that only *looks* like it to the
+server (led by a byte such as NBSP, which Chromium keeps and a Unicode-aware trim on the
+server drops) is no ``__Host-`` cookie to the browser: the server must match the
+cookie's name whole, as the browser does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from playwright.sync_api import Browser, sync_playwright
+
+from rastrillo.app import App
+from rastrillo.sessions import cookie_name, create_session
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.hostile import hostile_site
+from tests.sessions._sessions_app import make_options
+
+pytestmark = pytest.mark.browser
+
+APP_HOST = "app.site.test"
+EVIL_HOST = "evil.site.test"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Chromium that resolves every name under ``site.test`` to loopback."""
+    with sync_playwright() as playwright:
+        rules = "--host-resolver-rules=MAP *.site.test 127.0.0.1"
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
+        yield browser
+        browser.close()
+
+
+def _certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for the app's name: its key and certificate files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, APP_HOST)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(APP_HOST)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_file, cert_file = folder / "key.pem", folder / "cert.pem"
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return key_file, cert_file
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    """The session test app served by uvicorn over TLS as ``https://app.site.test:PORT``."""
+    key_file, cert_file = _certificate(tmp_path)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    origin = f"https://{APP_HOST}:{sock.getsockname()[1]}"
+    app = App(dataclasses.replace(make_options(tmp_path), origin=origin)).start()
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_config=None,
+        ssl_keyfile=str(key_file),
+        ssl_certfile=str(cert_file),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+        yield app
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        app.db.dispose()
+
+
+@pytest.mark.parametrize("lead", ["\xa0", "\x85"])
+@pytest.mark.parametrize("signed_in", [False, True], ids=["signed-out", "signed-in"])
+def test_a_sibling_subdomain_cannot_plant_a_session(
+    browser: Browser, app: App, lead: str, signed_in: bool
+) -> None:
+    name = cookie_name(app.origin)
+    assert name.startswith("__Host-")
+    planted = create_session(app.db, "666")  # the attacker's own account
+    context = browser.new_context(ignore_https_errors=True, java_script_enabled=False)
+    try:
+        if signed_in:
+            context.add_cookies(
+                [
+                    {
+                        "name": name,
+                        "value": create_session(app.db, "1"),
+                        "url": app.origin,
+                        "secure": True,
+                        "httpOnly": True,
+                        "sameSite": "Lax",
+                    }
+                ]
+            )
+        page = context.new_page()
+        toss = ("Set-Cookie", f"{lead}{name}={planted}; Domain=site.test; Path=/")
+        with hostile_site("<!doctype html><title>Hi</title>", [toss]) as evil:
+            page.goto(evil.replace("127.0.0.1", EVIL_HOST))
+        # Chromium kept it, for the whole parent domain and plain http: no __Host- cookie.
+        kept = [c for c in context.cookies() if c["value"] == planted]
+        assert [(c["domain"], c["secure"]) for c in kept] == [(".site.test", False)]
+        page.goto(f"{app.origin}/")
+        assert page.locator("body").inner_text() == ("1" if signed_in else "-")
+    finally:
+        context.close()
