@@ -668,6 +668,26 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
     assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
 
 
+def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser_goes(
+    server: Server,
+):
+    """Combining marks are drawn above and below their letter, stacked: forty of them on the
+    last letter of a client's name reach down over the next line, where the page names the
+    host the answer goes to, the one sign of a phishing client. Past two on one letter,
+    each is shown as a labelled mark, as an invisible character is."""
+    below = "".join(chr(0x0316 + i % 20) for i in range(40))  # marks drawn below the line
+    client_id = server.register("https://phish.example/cb", name="Claude Code" + below)
+    consent = server.consent_url(client_id, pkce()[1], redirect_uri="https://phish.example/cb")
+    html = server.browser().get(consent).text
+    name = re.search(r'<h1>Connect <span class="client">(.*)</span> to your account\?</h1>', html)
+    assert name is not None
+    shown = name.group(1)
+    assert shown.startswith('Claude Code\u0316\u0317<span class="hidden"')
+    assert not re.search("[\u0300-\u036f]{3}", html)
+    assert shown.count("U+0") == 2 * 38  # each of the other 38 as a mark: its label, its title
+    assert "Claude Code\u0316\u0317\\u0318\\u0319" in html  # the <title>, as in a terminal
+
+
 @pytest.mark.parametrize(
     ("redirect", "shown"),
     [
