@@ -476,8 +476,8 @@ class Database:
         When nothing is missing, this only reads: a process starts even while
         another holds the write lock for long. Otherwise both happen in write
         transactions, so a web process and a sidecar opening a new database
-        at the same moment do not race. Processes starting at once on
-        PostgreSQL also hold :meth:`startup_lock` around this.
+        at the same moment do not race. A process starting calls it through
+        :meth:`start`, which holds :meth:`startup_lock` around it.
         """
         dialect = self.engine.dialect.name
         files = migration_files(migrations_dir, dialect) if migrations_dir is not None else []
@@ -491,6 +491,25 @@ class Database:
                     index.create(conn, checkfirst=True)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
+
+    def start(
+        self, migrations_dir: Path | None, setup: Callable[[Database], object] | None = None
+    ) -> None:
+        """A process's start on this database (the server's and the sidecar's alike):
+        :meth:`open`, then ``setup``, holding :meth:`startup_lock`. A database that does
+        not answer raises `DatabaseUnavailable` saying so in the driver's words."""
+        try:
+            with self.startup_lock():
+                self.open(migrations_dir)
+                if setup is not None:
+                    setup(self)
+        except Exception as exc:
+            if not is_unavailable(exc) or isinstance(exc, DatabaseUnavailable):
+                raise
+            reason = getattr(exc, "orig", None) or exc  # the driver's own words
+            raise DatabaseUnavailable(
+                f"cannot start: the database does not answer ({reason})"
+            ) from exc
 
     def _is_current(self, files: list[tuple[str, Path]]) -> bool:
         """Every framework table exists with its indexes, and every migration file is
