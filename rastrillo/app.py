@@ -62,7 +62,7 @@ from rastrillo.routing import (
 )
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
-from rastrillo.storage import Database, DatabaseUnavailable, is_unavailable
+from rastrillo.storage import Database
 
 if TYPE_CHECKING:
     from rastrillo.agents.mcp import McpEndpoint
@@ -192,18 +192,7 @@ class App:
         """
         with self._start_lock:
             if not self._started:
-                try:
-                    with self.db.startup_lock():
-                        self.db.open(self.options.app_dir / "migrations")
-                        if self.options.setup is not None:
-                            self.options.setup(self.db)
-                except Exception as exc:
-                    if not is_unavailable(exc) or isinstance(exc, DatabaseUnavailable):
-                        raise
-                    reason = getattr(exc, "orig", None) or exc  # the driver's own words
-                    raise DatabaseUnavailable(
-                        f"cannot start: the database does not answer ({reason})"
-                    ) from exc
+                self.db.start(self.options.app_dir / "migrations", self.options.setup)
                 self._started = True
         return self
 

@@ -116,7 +116,7 @@ class Context:
             def text_of(name: str) -> str | None:
                 return params[name] if name in params else source.get(name)
 
-            self._args = MappingProxyType(read_args(self._tool.args, text_of))
+            self._args = MappingProxyType(read_args(self._tool.args, text_of, params))
         return self._args
 
     def arg(self, name: str, default: str | None = None) -> str | None:

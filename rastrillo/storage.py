@@ -56,11 +56,13 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.result import result_tuple
 from sqlalchemy.exc import (
+    ArgumentError,
     DBAPIError,
     DisconnectionError,
+    NoSuchModuleError,
     OperationalError,
     ResourceClosedError,
     SQLAlchemyError,
@@ -164,6 +166,18 @@ def database_url(db: str, base: Path | None = None) -> str:
     return f"sqlite:///{(base / db).resolve() if base is not None else db}"
 
 
+def _supported_url(url: str) -> URL:
+    """``url`` parsed, if it names a database the framework runs on: SQLite or PostgreSQL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"cannot read the database URL: {exc}") from exc
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        shown = parsed.render_as_string(hide_password=True)
+        raise ConfigError(f"{shown}: Rastrillo runs on SQLite and PostgreSQL only")
+    return parsed
+
+
 class WriteGate(Protocol):
     def before_write(self) -> None: ...
 
@@ -218,7 +232,7 @@ class Database:
         at most their sum connections are open at once. SQLite opens what it needs."""
         self.url = database_url(url)
         self.clock = clock
-        parsed = make_url(self.url)
+        parsed = _supported_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         # SQLite allows one writer per file: queue this process's writers here.
         self._write_lock: AbstractContextManager[object] = (
@@ -250,12 +264,19 @@ class Database:
                 rastrillo_one_statement=True
             )
         else:
-            self.engine = create_engine(
-                self.url,
-                pool_size=pool_size,
-                max_overflow=max_overflow,
-                pool_timeout=_POOL_TIMEOUT_SECONDS,
-            )
+            try:
+                self.engine = create_engine(
+                    self.url,
+                    pool_size=pool_size,
+                    max_overflow=max_overflow,
+                    pool_timeout=_POOL_TIMEOUT_SECONDS,
+                )
+            except (ImportError, NoSuchModuleError) as exc:
+                shown = parsed.render_as_string(hide_password=True)
+                raise ConfigError(
+                    f"no driver for {shown} ({exc}): install psycopg and write the URL as "
+                    "postgresql+psycopg://user:password@host/database"
+                ) from exc
             dialect = self.engine.dialect
             event.listen(self.engine, "connect", lambda c, _r: _postgres_on_connect(dialect, c))
             event.listen(self.engine, "checkin", _checked_in)
@@ -455,8 +476,8 @@ class Database:
         When nothing is missing, this only reads: a process starts even while
         another holds the write lock for long. Otherwise both happen in write
         transactions, so a web process and a sidecar opening a new database
-        at the same moment do not race. Processes starting at once on
-        PostgreSQL also hold :meth:`startup_lock` around this.
+        at the same moment do not race. A process starting calls it through
+        :meth:`start`, which holds :meth:`startup_lock` around it.
         """
         dialect = self.engine.dialect.name
         files = migration_files(migrations_dir, dialect) if migrations_dir is not None else []
@@ -470,6 +491,25 @@ class Database:
                     index.create(conn, checkfirst=True)
         if migrations_dir is not None:
             self.migrate(migrations_dir)
+
+    def start(
+        self, migrations_dir: Path | None, setup: Callable[[Database], object] | None = None
+    ) -> None:
+        """A process's start on this database (the server's and the sidecar's alike):
+        :meth:`open`, then ``setup``, holding :meth:`startup_lock`. A database that does
+        not answer raises `DatabaseUnavailable` saying so in the driver's words."""
+        try:
+            with self.startup_lock():
+                self.open(migrations_dir)
+                if setup is not None:
+                    setup(self)
+        except Exception as exc:
+            if not is_unavailable(exc) or isinstance(exc, DatabaseUnavailable):
+                raise
+            reason = getattr(exc, "orig", None) or exc  # the driver's own words
+            raise DatabaseUnavailable(
+                f"cannot start: the database does not answer ({reason})"
+            ) from exc
 
     def _is_current(self, files: list[tuple[str, Path]]) -> bool:
         """Every framework table exists with its indexes, and every migration file is

@@ -143,19 +143,23 @@ class Agent:
 
 
 @contextmanager
-def live_server(options: Options) -> Iterator[App]:
+def live_server(options: Options, *, host: str = "127.0.0.1", **config: Any) -> Iterator[App]:
     """The app served by uvicorn in a thread on a free loopback port, for tests over real HTTP.
 
     The app's origin is set to the address served, so the CSRF check sees the
-    same origin a browser on that address would send.
+    same origin a browser on that address would send. ``host`` names that origin
+    (the server listens on 127.0.0.1 whatever it says: a test's browser is told to
+    resolve the name there); ``config`` goes to ``uvicorn.Config``, and with TLS
+    files (``ssl_certfile``, ``ssl_keyfile``) the origin is ``https``.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else ~40 ms per request
     sock.bind(("127.0.0.1", 0))
     sock.listen()
-    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    scheme = "https" if "ssl_certfile" in config else "http"
+    origin = f"{scheme}://{host}:{sock.getsockname()[1]}"
     app = App(dataclasses.replace(options, origin=origin)).start()
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_config=None))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_config=None, **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -106,3 +106,41 @@ def test_sidecar_run_refuses_other_flags(app_dir: Path) -> None:
     )
     assert done.returncode == 2
     assert "sidecar run [--db PATH]" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("mysql://app:s3cret@db/app", "error: mysql://app:***@db/app: Rastrillo runs on SQLite and "
+         "PostgreSQL only\n"),
+        ("postgresql://app:s3cret@db/app", "error: no driver for postgresql://app:***@db/app (No "
+         "module named 'psycopg2'): install psycopg and write the URL as "
+         "postgresql+psycopg://user:password@host/database\n"),
+        ("://app", "error: cannot read the database URL: Could not parse SQLAlchemy URL from "
+         "given URL string\n"),
+    ],
+)
+def test_a_database_url_rastrillo_cannot_use_is_one_line_with_no_password(
+    app_dir: Path, url: str, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rastrillo import run
+    from rastrillo.loader import load_options
+
+    assert run(load_options(app_dir), ["--db", url]) == 1
+    assert capsys.readouterr().err == error
+
+
+@pytest.mark.parametrize("command", [[], ["sidecar", "run"]], ids=["serve", "sidecar run"])
+def test_a_database_that_does_not_answer_is_one_line_not_a_traceback(
+    app_dir: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rastrillo import run
+    from rastrillo.loader import load_options
+
+    # Nothing listens on port 1 of the loopback: the connection is refused at once.
+    argv = [*command, "--db", "postgresql+psycopg://nobody@127.0.0.1:1/app"]
+    assert run(load_options(app_dir), argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot start: the database does not answer (")
+    assert "Connection refused" in err
+    assert "Traceback" not in err

@@ -176,13 +176,3 @@ def test_serving_freezes_what_start_up_loaded_out_of_the_collectors_way(app_dir)
         server.should_exit = True
         serving.join(timeout=30)
         gc.unfreeze()
-
-
-def test_a_database_that_does_not_answer_is_one_line_not_a_traceback(app_dir, capsys):
-    # Nothing listens on port 1 of the loopback: the connection is refused at once.
-    options = load_options(app_dir)
-    assert run(options, ["--db", "postgresql+psycopg://nobody@127.0.0.1:1/app"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: cannot start: the database does not answer (")
-    assert "Connection refused" in err
-    assert "Traceback" not in err

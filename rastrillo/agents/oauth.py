@@ -27,7 +27,9 @@ The rules this provider adds to the SDK's:
 - ``resource``, when sent to authorize or token, must be ``<origin>/mcp``.
 - The authorize endpoint only records the request and sends the browser to
   the consent page (``/_rastrillo/agents/authorize``), where the signed-in
-  user allows or denies it; the code is made only when they allow.
+  user allows or denies it; the code is made only when they allow. A request
+  it refuses is answered to the person, never sent on to the client's
+  redirect URI, which anyone may have registered (no open redirector).
 - Codes are random (256 bits), stored as digests, expire after two minutes
   and are used once: a second use revokes the grant the first one made.
 - Refresh tokens rotate; one used twice revokes the whole grant (in grants).
@@ -48,7 +50,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
@@ -395,6 +397,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             {"resource": self.resource, "authorization_servers": [origin]}
         )
         authenticator = ClientAuthenticator(self)
+        self._authorize = AuthorizationHandler(self)
         self._token = TokenHandler(self, authenticator)
         self._revoke = RevocationHandler(self, authenticator)
 
@@ -609,6 +612,27 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
 
     # -- HTTP ------------------------------------------------------------------------------
 
+    async def _authorize_endpoint(self, request: Request) -> Response:
+        """The SDK's authorize handler, except that a refusal is answered to the person in
+        the browser (400), never sent on to the client's redirect URI.
+
+        Anyone can register a client with any ``https`` redirect URI, so a request refused
+        before a person answered it (no PKCE, another resource, an unknown scope) sent on
+        there would make this endpoint an open redirector: a link on the app's own address
+        taking whoever opens it, signed in or not, to a site the link's author chose. RFC
+        9700 (4.11.2) asks that the user be authenticated first and that only a trusted URI
+        be redirected to unasked; no registered URI is trusted here. A person's Deny, on
+        the consent page that named where their browser goes, is sent on (:func:`deny`).
+        """
+        response = await self._authorize.handle(request)
+        location = response.headers.get("location")
+        if location is None or location.startswith(self.issuer + CONSENT_PATH + "?"):
+            return response
+        # The SDK's own fields, last: a registered URI may hold a query of its own.
+        sent = parse_qs(urlsplit(location).query)
+        answer = {k: sent[k][-1] for k in ("error", "error_description", "state") if k in sent}
+        return JSONResponse(answer, status_code=400, headers={"Cache-Control": "no-store"})
+
     async def _token_endpoint(self, request: Request) -> Response:
         """The SDK's token handler, after the ``resource`` check it leaves to the provider;
         429 for a grant past its refreshes."""
@@ -651,7 +675,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             registration.handle, "oauth-register", REGISTRATIONS_PER_ADDRESS, "registrations"
         )
         authorize = self._rate_limited(
-            AuthorizationHandler(self).handle,
+            self._authorize_endpoint,
             "oauth-authorize",
             AUTHORIZATIONS_PER_ADDRESS,
             "authorization requests",

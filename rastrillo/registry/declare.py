@@ -14,6 +14,15 @@ from enum import StrEnum
 
 from rastrillo.registry.pattern import pattern_problem
 
+UNSAFE_TEXT = (
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""What no text value holds, from a tool call or a browser: control characters other than
+tab and newline, lone surrogates (not UTF-8), and the bidirectional marks, embeddings,
+overrides and isolates that can make a sentence read differently from what it says. A
+regular expression's text, compiled where values are checked (``re`` caches it): compiled
+at import, it would cost every ``rastrillo generate``."""
+
 # `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -244,6 +253,14 @@ def _choice_problems(kind: ArgType, choices: object) -> list[tuple[str, str]]:
     for choice in choices:
         if choice in seen:
             return [("choices", f"choice {choice!r} is repeated")]
+        if isinstance(choice, str) and (bad := re.search(UNSAFE_TEXT, choice)) is not None:
+            return [
+                (
+                    "choices",
+                    f"choice {choice!r} holds the character U+{ord(bad[0]):04X}, which no "
+                    "value may hold",
+                )
+            ]
         seen.append(choice)
     return []
 

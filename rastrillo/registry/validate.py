@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 
 from rastrillo.errors import RastrilloError
-from rastrillo.registry.declare import Arg, ArgValue
+from rastrillo.registry.declare import UNSAFE_TEXT, Arg, ArgValue
 from rastrillo.registry.pattern import compile_pattern
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "from_text",
     "parse",
     "parse_int",
+    "path_problem",
     "phrases",
     "read_args",
     "wire",
@@ -42,6 +43,8 @@ _MAX_DIGITS = 4000
 """Longer number text is refused before conversion (Python refuses past 4300 digits)."""
 _SHOWN = 40
 """How much of a refused value a message quotes."""
+_UNSAFE = re.compile(UNSAFE_TEXT)
+_DOT_SEGMENTS = ("", ".", "..")
 
 
 class Invalid(ValueError):
@@ -136,7 +139,17 @@ def accept(arg: Arg, value: object) -> ArgValue:
         )
     ):
         raise Invalid(f"must be {expects(arg)}, not {_shown(value)}")
+    if isinstance(value, str) and (bad := _UNSAFE.search(value)) is not None:
+        raise Invalid(f"holds the character U+{ord(bad[0]):04X}; remove it")
     return value  # type: ignore[return-value]
+
+
+def path_problem(value: str) -> str | None:
+    """Why a text value cannot be a path parameter, or None: a browser would read an empty,
+    ``.`` or ``..`` segment as no segment, or as one up."""
+    if value in _DOT_SEGMENTS:
+        return f"is part of the path and cannot be {value!r}"
+    return None
 
 
 def parse(arg: Arg, text: str) -> ArgValue:
@@ -151,11 +164,13 @@ def from_text(arg: Arg, text: str) -> ArgValue:
     """Text as a value of the arg's type, constraints not yet checked; raises `Invalid`.
 
     The exact inverse of `wire` for every value of the type; a bool also takes
-    `on`, what an HTML checkbox without a `value` attribute sends.
+    `on`, what an HTML checkbox without a `value` attribute sends, and text's CR LF
+    (a form's line break) is the `\n` a tool call sends.
     """
     kind = arg.type
     if kind is str:
-        return text
+        # A form sends a textarea's line breaks as CR LF: read as the "\n" a tool call sends.
+        return text.replace("\r\n", "\n")
     if kind is bool:
         if text not in ("true", "false", "on"):
             raise Invalid(f"must be true or false, not {_shown(text)}")
@@ -243,9 +258,12 @@ def call_args(args: Mapping[str, Arg], texts: Mapping[str, str]) -> dict[str, ob
 
 
 def read_args(
-    args: Mapping[str, Arg], text_of: Callable[[str], str | None]
+    args: Mapping[str, Arg],
+    text_of: Callable[[str], str | None],
+    path: Container[str] = (),
 ) -> dict[str, ArgValue | None]:
-    """Every declared arg read from request text (`text_of(name)`, None when absent).
+    """Every declared arg read from request text (`text_of(name)`, None when absent); the
+    args named in `path` are path parameters (`path_problem`).
 
     An optional arg that is absent or empty reads as None. Raises `ArgError`
     naming every bad arg at once.
@@ -260,9 +278,12 @@ def read_args(
                 errors[name] = f"is required: {expects(arg)}"
             continue
         try:
-            values[name] = parse(arg, text)
+            values[name] = value = parse(arg, text)
         except Invalid as exc:
             errors[name] = str(exc)
+            continue
+        if name in path and isinstance(value, str) and (problem := path_problem(value)):
+            errors[name] = problem
     if errors:
         raise ArgError(errors)
     return values

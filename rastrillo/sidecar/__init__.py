@@ -68,8 +68,7 @@ def run_sidecar(
         )
     configure_logging()
     try:
-        with db.startup_lock():
-            db.open(migrations)
+        db.start(migrations)
         loop = SidecarLoop(
             sidecar.pass_fn,
             db=db,

@@ -46,7 +46,7 @@ from rastrillo.registry.errors import (
     UnknownArg,
     UnknownTool,
 )
-from rastrillo.registry.validate import Invalid, accept, wire
+from rastrillo.registry.validate import Invalid, accept, path_problem, wire
 from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions import cookie_name
 from rastrillo.sessions.store import SESSION_ID, Session, find_session, find_session_in
@@ -83,14 +83,6 @@ class Target(Protocol):
         ...
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
-
-
-# Control characters other than tab and newline, lone surrogates (not UTF-8),
-# and the bidirectional marks, embeddings, overrides and isolates that can make
-# a sentence read differently from what it says.
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -407,11 +399,8 @@ def _check_call(
         except Invalid as exc:
             raise BadArg(defn.id, name, str(exc)) from None
         if isinstance(typed, str):
-            bad = _UNSAFE.search(typed)
-            if bad is not None:
-                raise BadArg(defn.id, name, f"holds the character U+{ord(bad[0]):04X}; remove it")
-            if typed in ("", ".", "..") and name in plan.params:
-                raise BadArg(defn.id, name, f"is part of the path and cannot be {typed!r}")
+            if name in plan.params and (problem := path_problem(typed)) is not None:
+                raise BadArg(defn.id, name, problem)
             texts[name] = typed
         else:
             texts[name] = wire(typed)

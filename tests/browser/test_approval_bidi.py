@@ -87,7 +87,8 @@ def approval_page(browser: Browser, app: App, args: dict[str, str]) -> Page:
 
 
 @pytest.mark.parametrize(
-    ("box", "shelf"), [("\u05d0", "5"), ("\u0627", "5"), ("12 \u05d0", "34"), ("a", "\u05d0")]
+    ("box", "shelf"),
+    [("\u05d0", "5"), ("\u0627", "5"), ("12 \u05d0", "34"), ("5 \u05d0", "6"), ("a", "\u05d0")],
 )
 def test_a_right_to_left_value_moves_nothing_else_in_the_sentence(
     browser: Browser, app: App, box: str, shelf: str
@@ -102,5 +103,12 @@ def test_a_right_to_left_value_moves_nothing_else_in_the_sentence(
     middle = shown[len(start) : -len(end)]
     assert arrow in middle
     shown_box, _, shown_shelf = middle.partition(arrow)
-    assert sorted(shown_box) == sorted(box) and sorted(shown_shelf) == sorted(shelf)
+    # Each value stands as it would alone on a left-to-right line, the page's direction.
+    page.evaluate(
+        "(text) => { const p = document.createElement('p'); p.id = 'alone';"
+        " p.textContent = text; document.body.append(p); }",
+        box,
+    )
+    alone = page.locator("#alone").evaluate(VISUAL_ORDER)
+    assert shown_box == alone and sorted(shown_shelf) == sorted(shelf)
     page.context.close()

@@ -11,16 +11,11 @@ cookie's name whole, as the browser does.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -29,6 +24,7 @@ from playwright.sync_api import Browser, sync_playwright
 
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
+from rastrillo.testing import live_server
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.browser.hostile import hostile_site
 from tests.sessions._sessions_app import make_options
@@ -81,32 +77,9 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
 def app(tmp_path: Path) -> Iterator[App]:
     """The session test app served by uvicorn over TLS as ``https://app.site.test:PORT``."""
     key_file, cert_file = _certificate(tmp_path)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    origin = f"https://{APP_HOST}:{sock.getsockname()[1]}"
-    app = App(dataclasses.replace(make_options(tmp_path), origin=origin)).start()
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        log_config=None,
-        ssl_keyfile=str(key_file),
-        ssl_certfile=str(cert_file),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.01)
+    tls = {"ssl_keyfile": str(key_file), "ssl_certfile": str(cert_file)}
+    with live_server(make_options(tmp_path), host=APP_HOST, **tls) as app:
         yield app
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-        app.db.dispose()
 
 
 @pytest.mark.parametrize("lead", ["\xa0", "\x85"])

@@ -49,7 +49,8 @@ def args(draw: st.DrawFn) -> Arg:
         fields["min_length"], fields["max_length"] = short, long
         fields["pattern"] = draw(st.none() | PATTERNS)
     if draw(st.booleans()):
-        choices = draw(st.lists(values, min_size=1, max_size=5, unique_by=lambda v: (v, type(v))))
+        allowed = values.filter(lambda v: not isinstance(v, str) or plain_text(v))
+        choices = draw(st.lists(allowed, min_size=1, max_size=5, unique_by=lambda v: (v, type(v))))
         unique: list[Any] = []
         for choice in choices:
             if choice not in unique:
@@ -78,6 +79,26 @@ def values_for(arg: Arg) -> st.SearchStrategy[Any]:
     return st.sampled_from(near) | JSON_VALUES if near else JSON_VALUES
 
 
+_NEVER = {
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    *range(0x7F, 0xA0),
+    *range(0xD800, 0xE000),
+    0x061C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+}
+"""Code points no text value may hold: C0 controls but tab and newline, DEL and C1, lone
+surrogates, and the bidirectional marks, embeddings, overrides and isolates."""
+
+
+def plain_text(text: str) -> bool:
+    """Whether `text` holds none of the code points in `_NEVER`."""
+    return not any(ord(c) in _NEVER for c in text)
+
+
 def satisfies(arg: Arg, value: object) -> bool:
     """Whether a JSON value satisfies an `Arg`, written independently of the code under test."""
     import math
@@ -104,6 +125,8 @@ def satisfies(arg: Arg, value: object) -> bool:
     if arg.maximum is not None and value > arg.maximum:  # type: ignore[operator]
         return False
     if isinstance(value, str):
+        if not plain_text(value):
+            return False
         if arg.min_length is not None and len(value) < arg.min_length:
             return False
         if arg.max_length is not None and len(value) > arg.max_length:

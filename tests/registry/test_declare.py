@@ -181,6 +181,7 @@ def test_arg_choices_are_kept_as_a_tuple_and_hashable() -> None:
         ({"choices": []}, "choices must be a non-empty list"),
         ({"choices": "ab"}, "choices must be a non-empty list"),
         ({"choices": ["a", "a"]}, "choice 'a' is repeated"),
+        ({"choices": ["a", "b\u202e"]}, "holds the character U+202E, which no value may hold"),
         ({"type": int, "choices": [1, "2"]}, "choices must all be int: '2' is not"),
         ({"type": int, "choices": [1, True]}, "choices must all be int: True is not"),
         ({"type": float, "choices": [1.0, 1]}, "choice 1 is repeated"),

@@ -254,8 +254,9 @@ def check_input_schema(schema: dict[str, Any], defn: ToolDef, *, strict: bool = 
 def check_values(schema: dict[str, Any], defn: ToolDef, values: dict[str, Any]) -> None:
     """A value dispatch accepts is valid for the schema; one the schema allows, dispatch takes.
 
-    (Except what only the description says, and `2.0` for an integer, which JSON
-    Schema allows and dispatch refuses: no silent coercion.)
+    (Except what only the description says, `2.0` for an integer, which JSON
+    Schema allows and dispatch refuses: no silent coercion, and text holding a control
+    or bidirectional character, which no schema keyword says and dispatch refuses.)
     """
     for name, value in values.items():
         arg = defn.args[name]
@@ -269,7 +270,9 @@ def check_values(schema: dict[str, Any], defn: ToolDef, values: dict[str, Any]) 
         if accepted:
             assert sub.is_valid(value), (name, value)
         elif sub.is_valid(value) and value is not None:
-            assert arg.type is int and isinstance(value, float), (name, value)
+            coerced = arg.type is int and isinstance(value, float)
+            unsafe = isinstance(value, str) and not strategies.plain_text(value)
+            assert coerced or unsafe, (name, value)
 
 
 def check_description(description: str, defn: ToolDef) -> None:

@@ -273,6 +273,37 @@ def test_a_browser_form_and_a_tool_call_get_the_same_validation(t: TypedApp) -> 
     }
 
 
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\x1b", "\x00", "\x85", "\r"])
+def test_a_browser_sends_no_character_a_tool_call_may_not(t: TypedApp, char: str) -> None:
+    """A second user's browser is held to a tool call's rule for text: no control character
+    or bidirectional control reaches ``ctx.args`` (a hostile user would plant an override
+    in shared data that way)."""
+    value = f"a{char}b"
+    with pytest.raises(BadArg, match=f"holds the character U\\+{ord(char):04X}"):
+        t.call("events_id_get", {"id": 7, "q": value})
+    refused = t.browser().get("/events/7", params={"q": value})
+    assert refused.status_code == 400
+    assert refused.text == f"q: holds the character U+{ord(char):04X}; remove it"
+
+
+@pytest.mark.parametrize("segment", ["%2e", "%2E%2e"])
+def test_a_browser_path_value_is_never_a_dot_segment(t: TypedApp, segment: str) -> None:
+    refused = t.browser().post(f"/events/{segment}/buy", data={"quantity": "1"})
+    assert refused.status_code == 400
+    value = segment.replace("%2e", ".").replace("%2E", ".")
+    assert refused.text == f"id: is part of the path and cannot be {value!r}"
+    with pytest.raises(BadArg, match="is part of the path"):
+        t.call("events_id_buy_post", {"id": value, "quantity": 1})
+
+
+def test_a_forms_line_breaks_read_as_a_tool_calls(t: TypedApp) -> None:
+    """Browsers send a textarea's line breaks as CR LF; ``ctx.args`` reads them as the
+    ``\\n`` a tool call sends for the same text, so both get the same value."""
+    t.call("events_id_get", {"id": 7, "q": "one\ntwo"})
+    assert t.browser().get("/events/7", params={"q": "one\r\ntwo"}).json()["q"] == "one\ntwo"
+    assert t.seen[-1]["args"] == t.seen[-2]["args"]
+
+
 def test_ctx_args_on_an_action_without_a_tool_is_an_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
