@@ -4,8 +4,9 @@ Four servers under uvicorn on loopback, each in its own process, serving the
 same read: an item as JSON, by id.
 
 - Rastrillo: an app folder with ``items/[id].GET.py`` (a read tool) and
-  ``Options(mcp=True)``; the call goes through the bearer check, dispatch, the
-  app's middleware and the audit log, as every MCP call does.
+  ``Options(mcp=True)``; the call goes through the bearer check, the grant's call
+  limit (set high enough never to refuse), dispatch, the app's middleware and the
+  audit log, as every MCP call does.
 - fastapi-mcp 0.4 on an equivalent FastAPI app (``GET /items/{id}``), mounted
   with ``mount_http()``. It needs ``mcp`` 1.x, so it runs from its own venv
   (``bench/.venv-fastapi-mcp``, made on first run), never the framework's.
@@ -84,9 +85,13 @@ from pathlib import Path
 
 import rastrillo
 from gen import routes, tools
+from rastrillo.limits import CallLimit
 
+# The per-grant call limit counted on every call, as by default, but never reached: the
+# bench makes thousands of calls a minute on one token.
 OPTIONS = rastrillo.Options(app_dir=Path(__file__).resolve().parent, routes=routes(),
-                            tools=tools(), mcp=True, origin="http://127.0.0.1:{port}")
+                            tools=tools(), mcp=True, origin="http://127.0.0.1:{port}",
+                            mcp_call_limit=CallLimit(calls=10**9))
 '''
 FASTAPI = '''\
 import sys

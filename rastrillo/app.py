@@ -164,6 +164,7 @@ class App:
                 name=options.app_dir.name or "rastrillo",
                 version=options.version,
                 state_ttl=options.approval_ttl.total_seconds(),
+                call_limit=options.mcp_call_limit,
             )
 
     @property

@@ -123,6 +123,10 @@ class Options:
     mcp: bool = False
     """Serve the tools to MCP clients at ``/mcp``, each acting for the user who granted
     it a token, with the app as its own OAuth authorization server (docs/mcp.md)."""
+    mcp_call_limit: limits.CallLimit | None = limits.DEFAULT_CALL_LIMIT
+    """Tool calls each agent grant may make over ``/mcp`` (120 a minute, counted in each
+    server process); past it a call is refused, runs nothing and says when to call again.
+    ``None``: no limit (docs/mcp.md)."""
 
     def __post_init__(self) -> None:
         """A setting of the wrong kind is refused here, where it was written, rather than
@@ -207,6 +211,10 @@ _SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
         "max_body": (_number(0, whole=True), "a number of bytes of at least 0"),
         "security_headers": _YES_NO,
         "mcp": _YES_NO,
+        "mcp_call_limit": (
+            _optional(lambda value: isinstance(value, limits.CallLimit)),
+            "a rastrillo.limits.CallLimit(calls=..., window=...), or None",
+        ),
     }.items()
 ]
 """Each setting checked when `Options` is made, what accepts a value, and what it wants.

@@ -5,9 +5,12 @@ A value a model chose reaches a terminal (``rastrillo audit``) and the approval
 page. Control characters there forge lines or drive the terminal; invisible
 ones (zero-width spaces, line separators, bidirectional marks, variation
 selectors, tag characters, blank-looking letters) make ``"1"`` followed by forty
-of them read as ``1``. One definition of "not plainly visible" serves both
-renderings: :func:`for_terminal` escapes each such character, and
-:func:`parts` splits text so a page can show each one as a labelled mark.
+of them read as ``1``. Combining marks past the first two on one character are
+hidden too: marks stack above and below their letter, and forty of them are
+drawn over the lines around it (over the host a consent page names, say). One
+definition of "not plainly visible" serves both renderings: :func:`for_terminal`
+escapes each such character, and :func:`parts` splits text so a page can show each
+one as a labelled mark.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 _BLANK = frozenset({0x2800, 0xFFFC})
 """Neither ignorable nor a space to Unicode, yet drawn as blank (the braille pattern
 blank) or as nothing at all (the object replacement character, in Chromium)."""
+_MARKS = frozenset({"Mn", "Me"})
+_MARKS_SHOWN = 2
+"""Combining marks shown on one character; each one past these is hidden. Two is what
+everyday text stacks (a Vietnamese vowel's two accents, Arabic shadda and a vowel)."""
 
 
 @lru_cache(maxsize=4096)
@@ -62,12 +69,29 @@ def label(char: str) -> str:
     return f"U+{ord(char):04X}"
 
 
+@lru_cache(maxsize=4096)
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char) in _MARKS
+
+
+def _hidden(text: str) -> list[bool]:
+    """For each character of ``text``, whether it is hidden: :func:`is_hidden`, or a
+    combining mark past the first :data:`_MARKS_SHOWN` on one character."""
+    flags: list[bool] = []
+    marks = 0
+    for char in text:
+        marks = marks + 1 if _is_mark(char) else 0
+        flags.append(marks > _MARKS_SHOWN or is_hidden(char))
+    return flags
+
+
 def for_terminal(text: str) -> str:
     """``text`` on one line, each hidden character as a Python escape (``\\n``, ``\\x1b``,
     ``\\u200b``): nothing reaches the terminal that could forge a line or drive it."""
-    if not any(is_hidden(c) for c in text):
+    hidden = _hidden(text)
+    if not any(hidden):
         return text
-    return "".join(_escape(c) if is_hidden(c) else c for c in text)
+    return "".join(_escape(c) if h else c for c, h in zip(text, hidden, strict=True))
 
 
 def _escape(char: str) -> str:
@@ -96,8 +120,8 @@ def parts(text: str, *, leading: bool = True, trailing: bool = True) -> list[Par
     run: list[str] = []
     start = len(text) - len(text.lstrip(" ")) if leading else 0
     end = len(text.rstrip(" ")) if trailing else len(text)
-    for i, char in enumerate(text):
-        if is_hidden(char) or (char == " " and not start <= i < end):
+    for i, (char, hidden) in enumerate(zip(text, _hidden(text), strict=True)):
+        if hidden or (char == " " and not start <= i < end):
             if run:
                 out.append(("".join(run), None))
                 run = []

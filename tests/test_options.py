@@ -16,6 +16,7 @@ from rastrillo.errors import ConfigError
         ("approval_ttl", 600, "a datetime.timedelta longer than zero"),
         ("session_idle", timedelta(0), "a datetime.timedelta longer than zero"),
         ("mcp", "yes", "True or False"),
+        ("mcp_call_limit", 120, "a rastrillo.limits.CallLimit(calls=..., window=...), or None"),
         ("security_headers", 1, "True or False"),
         ("max_body", -1, "a number of bytes of at least 0"),
         ("max_connections", True, "a number of connections of at least 1"),

@@ -303,10 +303,17 @@ def issue_tokens(
     """
     now = db.clock.now()
     with db.write() as conn:
-        grant = _live_grant(conn, grant_id)
-        access = _insert_token(conn, grant_id, "access", now, access_ttl)
-        refresh = _insert_token(conn, grant_id, "refresh", now, refresh_ttl)
-        conn.execute(delete(tokens_table).where(tokens_table.c.expires_at <= now))
+        return _new_pair(conn, _live_grant(conn, grant_id), now, access_ttl, refresh_ttl)
+
+
+def _new_pair(
+    conn: Connection, grant: Grant, now: datetime, access_ttl: timedelta, refresh_ttl: timedelta
+) -> Tokens:
+    """A new access and refresh token for the grant; and the expired tokens of every grant
+    deleted, so that tokens issued again and again leave only their live ones stored."""
+    access = _insert_token(conn, grant.id, "access", now, access_ttl)
+    refresh = _insert_token(conn, grant.id, "refresh", now, refresh_ttl)
+    conn.execute(delete(tokens_table).where(tokens_table.c.expires_at <= now))
     return Tokens(grant, access, now + access_ttl, refresh, now + refresh_ttl)
 
 
@@ -425,10 +432,7 @@ def rotate_refresh(
             .values(used_at=now)
         ).rowcount
         if won:
-            grant = _live_grant(conn, grant.id)
-            access = _insert_token(conn, grant.id, "access", now, access_ttl)
-            refresh = _insert_token(conn, grant.id, "refresh", now, refresh_ttl)
-            return Tokens(grant, access, now + access_ttl, refresh, now + refresh_ttl)
+            return _new_pair(conn, _live_grant(conn, grant.id), now, access_ttl, refresh_ttl)
     refresh_grant(db, refresh_token)  # lost the race: a second use, which revokes
     return None
 

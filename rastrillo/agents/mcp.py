@@ -21,6 +21,10 @@ retry redeems the approval. Any other client gets an ``isError`` result that
 gives the sentence and the approval URL and says to call again with the same
 arguments once approved; the identical call then redeems the approval (see
 :func:`rastrillo.tools.consent.settle`).
+
+A grant's tool calls are counted before dispatch (``Options.mcp_call_limit``, in
+this process's memory): one over the limit runs nothing, writes no audit row, and
+is an ``isError`` result saying when to call again, which the model reads.
 """
 
 from __future__ import annotations
@@ -60,11 +64,12 @@ from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rastrillo import threads
+from rastrillo import threads, visible
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.csrf import canonical_origin
 from rastrillo.errors import ConfigError
+from rastrillo.limits import CallCounter, CallLimit, Refused
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.errors import ApprovalInvalid, BadActor, ConfirmRequired, ToolError
 from rastrillo.registry.schemas import schemas
@@ -73,11 +78,14 @@ from rastrillo.storage import METADATA, Database, upsert
 from rastrillo.tools import consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
 
-__all__ = ["APPROVAL_META", "McpEndpoint", "state_key"]
+__all__ = ["APPROVAL_META", "RATE_LIMIT_META", "McpEndpoint", "state_key"]
 
+log = logging.getLogger("rastrillo.mcp")
 
 APPROVAL_META = "rastrillo/approval"
 """The ``_meta`` key of a write waiting for approval: ``{"id", "url"}``."""
+RATE_LIMIT_META = "rastrillo/rate_limit"
+"""The ``_meta`` key of a call refused for its grant's rate: ``{"retry_after": seconds}``."""
 _ELICITATION_KEY = "approval"
 _STATE_KEY = "mcp-request-state"
 _REVOKED_SCOPE_KEY = "rastrillo.mcp.revoked"
@@ -196,11 +204,13 @@ class McpEndpoint:
         name: str,
         version: str,
         state_ttl: float = 600.0,
+        call_limit: CallLimit | None = None,
     ) -> None:
         self._settings = _Settings(app, list(defs), db, canonical_origin(origin))
         self._tools = [types.Tool.model_validate(t) for t in schemas(defs, "mcp")]
         self._schemas = {t.name: t.input_schema for t in self._tools}
         self._sessions: dict[str, str] = {}
+        self._calls = None if call_limit is None else CallCounter(call_limit, db.clock)
         self._cookie = cookie_name(self._settings.origin)
         server: Server[Any] = Server(
             name,
@@ -293,6 +303,10 @@ class McpEndpoint:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         access = _access_of(ctx)
+        if self._calls is not None:
+            refused = self._calls.take(access.grant.id)
+            if refused is not None:
+                return _too_fast(access.grant, self._calls.limit, refused)
         approval = params.request_state  # unsealed by the SDK: ours, for this call and grant
         declined = _declined_elicitation(params.input_responses)
         try:
@@ -428,6 +442,43 @@ def _approval_needed(pending: ConfirmRequired) -> types.CallToolResult:
         is_error=True,
         _meta={APPROVAL_META: {"id": pending.approval_id, "url": pending.url}},
     )
+
+
+def _too_fast(grant: grants.Grant, limit: CallLimit, refused: Refused) -> types.CallToolResult:
+    """The answer to a call over its grant's limit: an ``isError`` result, which a client
+    hands the model, saying when to call again. A refusal writes no audit row; a grant's
+    first in a window writes a log line, so a flood of calls grows neither the table
+    nor the log past a line a minute."""
+    window = _span(limit.window)
+    if refused.first:
+        log.warning(
+            "MCP tool calls of agent %s for user %s (grant %s) refused: over %d in %s; "
+            "no more of its refusals are logged for %s",
+            grant.agent,
+            visible.for_terminal(grant.user_id),
+            grant.id,
+            limit.calls,
+            window,
+            window,
+        )
+    text = (
+        f"Not run: this connection is over its limit of {limit.calls} tool calls in "
+        f"{window}. Call again in {refused.retry_after} s."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        is_error=True,
+        _meta={RATE_LIMIT_META: {"retry_after": refused.retry_after}},
+    )
+
+
+def _span(window: timedelta) -> str:
+    """``a minute``, ``5 minutes``, ``90 s``."""
+    seconds = window.total_seconds()
+    if seconds % 60:
+        return f"{seconds:g} s"
+    minutes = int(seconds // 60)
+    return "a minute" if minutes == 1 else f"{minutes} minutes"
 
 
 def _refusal(message: str) -> types.CallToolResult:

@@ -27,7 +27,9 @@ The rules this provider adds to the SDK's:
 - ``resource``, when sent to authorize or token, must be ``<origin>/mcp``.
 - The authorize endpoint only records the request and sends the browser to
   the consent page (``/_rastrillo/agents/authorize``), where the signed-in
-  user allows or denies it; the code is made only when they allow.
+  user allows or denies it; the code is made only when they allow. A request
+  it refuses is answered to the person, never sent on to the client's
+  redirect URI, which anyone may have registered (no open redirector).
 - Codes are random (256 bits), stored as digests, expire after two minutes
   and are used once: a second use revokes the grant the first one made.
 - Refresh tokens rotate; one used twice revokes the whole grant (in grants).
@@ -35,6 +37,8 @@ The rules this provider adds to the SDK's:
   limited per client address (429 with ``Retry-After`` past the limit), and a
   client that no authorization or grant ever named is forgotten a day after it
   registered: a flood of them neither fills the database nor lasts.
+- A refresh stores a token pair, so refreshes are rate limited per grant
+  (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
@@ -124,6 +128,11 @@ client registers once, when it is first connected)."""
 AUTHORIZATIONS_PER_ADDRESS = 60
 """Authorization requests one client address may make per :data:`RATE_WINDOW` (a person
 connecting a client makes one, or a few)."""
+REFRESHES_PER_GRANT = 20
+"""Refreshes one grant may make per :data:`RATE_WINDOW` (a client refreshes when its access
+token, good for an hour, runs out). Each stores a token pair, and the used refresh token
+is kept for its 30 days (a replay of it revokes the grant), so a holder refreshing in a
+loop would grow the tokens table without bound."""
 RATE_WINDOW = timedelta(hours=1)
 
 _CLIENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -388,6 +397,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             {"resource": self.resource, "authorization_servers": [origin]}
         )
         authenticator = ClientAuthenticator(self)
+        self._authorize = AuthorizationHandler(self)
         self._token = TokenHandler(self, authenticator)
         self._revoke = RevocationHandler(self, authenticator)
 
@@ -577,10 +587,18 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: Refresh, scopes: list[str]
     ) -> OAuthToken:
-        tokens = await threads.in_thread(grants.rotate_refresh, self.db, refresh_token.token)
+        """New tokens; :class:`throttle.TooManyAttempts` (answered 429 by
+        :meth:`_token_endpoint`) past the grant's refreshes, the refresh token unused."""
+        tokens = await threads.in_thread(self._rotate, refresh_token)
         if tokens is None:
             raise TokenError("invalid_grant", "refresh token already used: the grant is revoked")
         return _oauth_token(tokens)
+
+    def _rotate(self, refresh_token: Refresh) -> grants.Tokens | None:
+        key = f"oauth-refresh:{refresh_token.grant_id}"
+        limit = {key: REFRESHES_PER_GRANT}
+        throttle.take_attempt(self.db, limit, RATE_WINDOW, "token refreshes")
+        return grants.rotate_refresh(self.db, refresh_token.token)
 
     async def load_access_token(self, token: str) -> Access | None:
         grant = await threads.in_thread(grants.authenticate, self.db, token)
@@ -594,8 +612,30 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
 
     # -- HTTP ------------------------------------------------------------------------------
 
+    async def _authorize_endpoint(self, request: Request) -> Response:
+        """The SDK's authorize handler, except that a refusal is answered to the person in
+        the browser (400), never sent on to the client's redirect URI.
+
+        Anyone can register a client with any ``https`` redirect URI, so a request refused
+        before a person answered it (no PKCE, another resource, an unknown scope) sent on
+        there would make this endpoint an open redirector: a link on the app's own address
+        taking whoever opens it, signed in or not, to a site the link's author chose. RFC
+        9700 (4.11.2) asks that the user be authenticated first and that only a trusted URI
+        be redirected to unasked; no registered URI is trusted here. A person's Deny, on
+        the consent page that named where their browser goes, is sent on (:func:`deny`).
+        """
+        response = await self._authorize.handle(request)
+        location = response.headers.get("location")
+        if location is None or location.startswith(self.issuer + CONSENT_PATH + "?"):
+            return response
+        # The SDK's own fields, last: a registered URI may hold a query of its own.
+        sent = parse_qs(urlsplit(location).query)
+        answer = {k: sent[k][-1] for k in ("error", "error_description", "state") if k in sent}
+        return JSONResponse(answer, status_code=400, headers={"Cache-Control": "no-store"})
+
     async def _token_endpoint(self, request: Request) -> Response:
-        """The SDK's token handler, after the ``resource`` check it leaves to the provider."""
+        """The SDK's token handler, after the ``resource`` check it leaves to the provider;
+        429 for a grant past its refreshes."""
         resource = (await request.form()).get("resource")
         if resource is not None and resource != self.resource:
             error = TokenErrorResponse(
@@ -604,7 +644,10 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             return PydanticJSONResponse(
                 content=error, status_code=400, headers={"Cache-Control": "no-store"}
             )
-        return await self._token.handle(request)
+        try:
+            return await self._token.handle(request)
+        except throttle.TooManyAttempts as exc:
+            return _too_many(exc)
 
     async def _revocation_endpoint(self, request: Request) -> Response:
         """The SDK's revocation handler. Its request model wants a ``client_secret`` key
@@ -632,7 +675,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             registration.handle, "oauth-register", REGISTRATIONS_PER_ADDRESS, "registrations"
         )
         authorize = self._rate_limited(
-            AuthorizationHandler(self).handle,
+            self._authorize_endpoint,
             "oauth-authorize",
             AUTHORIZATIONS_PER_ADDRESS,
             "authorization requests",
@@ -675,14 +718,18 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                     throttle.take_attempt, self.db, {key: limit}, RATE_WINDOW, what
                 )
             except throttle.TooManyAttempts as exc:
-                return JSONResponse(
-                    {"error": "too_many_requests", "error_description": str(exc)},
-                    status_code=429,
-                    headers={"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"},
-                )
+                return _too_many(exc)
             return await handle(request)
 
         return rate_limited
+
+
+def _too_many(exc: throttle.TooManyAttempts) -> Response:
+    return JSONResponse(
+        {"error": "too_many_requests", "error_description": str(exc)},
+        status_code=429,
+        headers={"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"},
+    )
 
 
 def _limited(handle: Callable[[Request], Any]) -> ASGIApp:

@@ -286,11 +286,8 @@ def test_pkce_is_required_and_s256_only(server: Server):
     plain = server.authorize(client_id, code_challenge=verifier, code_challenge_method="plain")
     not_a_digest = server.authorize(client_id, code_challenge="x" * 42 + "!")
     for refused in (missing, plain, not_a_digest):
-        assert refused.status_code == 302
-        assert refused.headers["location"].startswith(LOOPBACK_REDIRECT + "?")
-        answer = query_of(refused.headers["location"])
-        assert answer["error"] == "invalid_request"
-        assert answer["state"] == "state-42"
+        assert refused.status_code == 400
+        assert refused.json()["error"] == "invalid_request"
     assert server.consent_requests() == 0
 
 
@@ -316,7 +313,7 @@ def test_implicit_and_password_grants_do_not_exist(server: Server):
     client_id = server.register()
     _, challenge = pkce()
     implicit = server.authorize(client_id, response_type="token", code_challenge=challenge)
-    assert query_of(implicit.headers["location"])["error"] == "unsupported_response_type"
+    assert implicit.json()["error"] == "unsupported_response_type"
     for grant_type in ("password", "client_credentials", "implicit"):
         refused = server.token(
             grant_type=grant_type, client_id=client_id, username="a", password="b"
@@ -568,7 +565,7 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     verifier, challenge = pkce()
     for wrong in ("https://evil.example/mcp", server.origin + "/mcp/", server.origin):
         refused = server.authorize(client_id, code_challenge=challenge, resource=wrong)
-        assert query_of(refused.headers["location"])["error"] == "invalid_target"
+        assert refused.json()["error"] == "invalid_target"
     assert server.consent_requests() == 0
     code = server.code(client_id, challenge)
     refused = server.exchange(client_id, code, verifier, resource="https://evil.example/mcp")
@@ -576,6 +573,36 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     assert refused.json()["error"] == "invalid_target"
     assert server.grants() == []
     assert server.exchange(client_id, code, verifier).status_code == 200  # resource is optional
+
+
+def test_a_refused_authorize_request_is_answered_to_the_person_never_sent_on(server: Server):
+    """RFC 9700 4.11.2: anyone can register a client and its redirect URI, so an authorize
+    request refused before any person answered it must not send the browser on to that
+    URI. Else one link on this app's own address takes whoever opens it, signed in or not,
+    to a site the link's author chose (an open redirector)."""
+    phishing = "https://phish.example/login"
+    client_id = server.register(phishing)
+    verifier, challenge = pkce()
+    for params, error in (
+        ({"code_challenge": challenge, "resource": "https://evil.example/mcp"}, "invalid_target"),
+        ({"code_challenge": challenge, "scope": "admin"}, "invalid_scope"),
+        ({"code_challenge": verifier, "code_challenge_method": "plain"}, "invalid_request"),
+        ({"code_challenge": challenge, "response_type": "token"}, "unsupported_response_type"),
+        ({}, "invalid_request"),  # no challenge at all
+    ):
+        for redirect_uri in (phishing, None):  # named, or the one registered
+            refused = server.authorize(client_id, redirect_uri=redirect_uri, **params)
+            assert refused.status_code == 400, params
+            assert "location" not in refused.headers
+            assert refused.headers["cache-control"] == "no-store"
+            assert refused.json()["error"] == error
+            assert "phish.example" not in refused.text
+    assert server.consent_requests() == 0
+    # The person's own Deny, on the page that named where their browser goes, is sent on.
+    denied = server.answer(
+        server.consent_url(client_id, challenge, redirect_uri=phishing), decision="deny"
+    )
+    assert denied.headers["location"].startswith(phishing + "?error=access_denied&")
 
 
 # -- the consent page --------------------------------------------------------------------
@@ -639,6 +666,26 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
     assert "U+001B</span>[31m<span" in html and "U+202E</span>oC edualC" in html
     assert 'title="line break"' in html
     assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
+
+
+def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser_goes(
+    server: Server,
+):
+    """Combining marks are drawn above and below their letter, stacked: forty of them on the
+    last letter of a client's name reach down over the next line, where the page names the
+    host the answer goes to, the one sign of a phishing client. Past two on one letter,
+    each is shown as a labelled mark, as an invisible character is."""
+    below = "".join(chr(0x0316 + i % 20) for i in range(40))  # marks drawn below the line
+    client_id = server.register("https://phish.example/cb", name="Claude Code" + below)
+    consent = server.consent_url(client_id, pkce()[1], redirect_uri="https://phish.example/cb")
+    html = server.browser().get(consent).text
+    name = re.search(r'<h1>Connect <span class="client">(.*)</span> to your account\?</h1>', html)
+    assert name is not None
+    shown = name.group(1)
+    assert shown.startswith('Claude Code\u0316\u0317<span class="hidden"')
+    assert not re.search("[\u0300-\u036f]{3}", html)
+    assert shown.count("U+0") == 2 * 38  # each of the other 38 as a mark: its label, its title
+    assert "Claude Code\u0316\u0317\\u0318\\u0319" in html  # the <title>, as in a terminal
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """`rastrillo new` scaffolds an app that serves and passes its own tests; `dev` rebuilds."""
 
+import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -10,22 +12,40 @@ import httpx
 import pytest
 
 from rastrillo.cli.main import main
+from tests.doc_examples import doc_block
 from tests.support import free_port, wait_until
 
 BIN = Path(sys.executable).parent
+README = {
+    " ".join(argv[1:]): argv
+    for line in doc_block("README.md", "sh", "rastrillo new shop").splitlines()
+    for argv in [shlex.split(line, comments=True)]
+}
+"""The command line README.md shows, for an app folder ``shop``, by its arguments."""
 
 
-def test_new_app_serves_and_its_tests_pass(tmp_path, serve, monkeypatch, capsys):
+def test_the_readme_commands_make_an_app_that_serves_and_passes_its_tests(
+    tmp_path, serve, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
-    assert main(["new", "shop"]) == 0
+    out = {}
+    for command, argv in README.items():
+        if command != "dev shop":  # it serves until stopped: the test below runs it
+            assert argv[0] == "rastrillo" and main(argv[1:]) == 0, argv
+            out[command] = capsys.readouterr().out
+    assert list(out) == ["new shop", "generate shop", "generate shop --check",
+                         "tools list --app shop", "tools schemas --app shop --format openai"]
     app_dir = tmp_path / "shop"
-    assert main(["generate", "--check", str(app_dir)]) == 0
     tests = subprocess.run([BIN / "pytest", "-q", "-p", "no:cacheprovider"], cwd=app_dir,
                            capture_output=True, text=True)
     assert tests.returncode == 0, tests.stdout + tests.stderr
     server = serve(app_dir)
     with server.client() as c:
         assert c.get("/").status_code == 200
+    assert "notes_post  write  POST /notes" in out["tools list --app shop"]
+    openai = json.loads(out["tools schemas --app shop --format openai"])
+    assert {s["type"] for s in openai} == {"function"}
+    assert "notes_post" in {s["function"]["name"] for s in openai}
 
 
 def test_new_refuses_an_existing_folder(tmp_path, monkeypatch, capsys):
@@ -61,12 +81,14 @@ def _wait_for(url: str, predicate, timeout: float = 60) -> httpx.Response:
 
 def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["new", "live"]) == 0
-    app_dir = tmp_path / "live"
+    assert main(README["new shop"][1:]) == 0
+    app_dir = tmp_path / "shop"
     port = free_port()
     log = (tmp_path / "dev.log").open("wb")
-    dev = subprocess.Popen([BIN / "rastrillo", "dev", str(app_dir), "--addr", f"127.0.0.1:{port}"],
-                           stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    dev = subprocess.Popen(
+        [BIN / "rastrillo", *README["dev shop"][1:], "--addr", f"127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for(base + "/", lambda r: r.status_code == 200)

@@ -10,6 +10,7 @@ many more seconds of wall time on a loaded machine: every wait is bounded by
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,8 +23,12 @@ import pytest
 
 from rastrillo.sidecar import SHUTDOWN_GRACE, SidecarLoop, as_sidecar
 from rastrillo.storage import Database
+from tests.doc_examples import doc_block
 
 APP = Path(__file__).with_name("sidecar_app.py")
+RUN = shlex.split(doc_block("docs/sidecar.md", "sh", "sidecar run"))
+"""The command docs/sidecar.md gives, ``python app.py sidecar run``: run here for this app."""
+assert RUN[:2] == ["python", "app.py"], RUN
 SECRET = "platform-admin-token-never-logged"
 PATIENCE = 120.0
 """Seconds any wait here gives up after: a hung process's bound, no claim on speed."""
@@ -46,7 +51,7 @@ class Sidecar:
         }
         with open(self.stderr_path, "w") as stderr:
             self.proc = subprocess.Popen(
-                [sys.executable, str(APP), "sidecar", "run"],
+                [sys.executable, str(APP), *RUN[2:]],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

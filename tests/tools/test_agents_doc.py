@@ -1,17 +1,15 @@
-"""The Python examples in docs/agents.md run, in order, as a reader would run them."""
+"""The Python examples in docs/agents.md run, in order, as a reader would run them
+(the conventions are tests/doc_examples.py's)."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-DOC = Path(__file__).parents[2] / "docs" / "agents.md"
+from tests.doc_examples import doc_blocks
 
 
 def test_examples_run(capsys) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    blocks = doc_blocks("docs/agents.md", "python")
     assert len(blocks) >= 6
     namespace: dict[str, object] = {}
     for number, block in enumerate(blocks, 1):
-        exec(compile(block, f"{DOC.name} example {number}", "exec"), namespace)
+        exec(compile(block, f"agents.md example {number}", "exec"), namespace)
     assert '"name": "orders_id_cancel_post"' in capsys.readouterr().out

@@ -1,0 +1,69 @@
+"""The examples of the user docs (README.md, docs/*.md), pulled out to be run as tests.
+
+Every page's examples run as a reader would use them, by these conventions:
+
+- A ```python block runs. A ```py block is read, not run: it calls a model
+  provider's servers (OpenAI, Anthropic) or an agent SDK the suite does not
+  drive from its page. ```sh and ```console blocks are commands: the tests run
+  the ones a reader copies for an app folder (``rastrillo ...``, ``python app.py``).
+- A block whose first line is ``# actions/<path>`` is that action file,
+  verbatim: the test writes it into a real app folder, generates, and requests
+  it through the real app stack.
+- A block that sets ``OPTIONS = rastrillo.Options(`` is an app.py, after the
+  scaffold's imports (``Path``, ``rastrillo``, ``routes``, ``tools``); in
+  ``Options(...,`` (or ``Options(`` then ``...,`` on the next line) the ``...``
+  stands for the settings every app.py passes, which the test puts in its place
+  (``app_dir``, ``routes``, ``tools``, see ``app_py``). The page's blocks
+  before it supply the rest of its names, and a later block setting
+  ``OPTIONS`` again replaces it.
+- A block that uses ``ctx`` outside any ``def`` is the body of a ``handle``:
+  the test indents it into ``def handle(ctx):`` and appends what that handle
+  answers once the example has run (``handle_py``).
+- The other ```python blocks of a page run in order in one namespace, as a
+  reader pastes them into one module.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+_FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)
+_ELIDED_SETTINGS = re.compile(r"Options\(\s*\.\.\.,")
+
+APP_SETTINGS = "app_dir=Path(__file__).resolve().parent, routes=routes(), tools=tools(),"
+APP_IMPORTS = "from pathlib import Path\n\nimport rastrillo\nfrom gen import routes, tools\n\n"
+
+
+def doc_blocks(page: str, language: str) -> list[str]:
+    """The fenced blocks of ``page`` (a path from the repository root) in ``language``, in order."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    return [body for tag, body in _FENCE.findall(text) if tag == language]
+
+
+def doc_block(page: str, language: str, containing: str) -> str:
+    """The one block of ``page`` in ``language`` that contains ``containing``."""
+    [block] = [b for b in doc_blocks(page, language) if containing in b]
+    return block
+
+
+def app_py(*blocks: str) -> str:
+    """An app.py of the given blocks, each ``Options(...,`` given the settings it elides."""
+    assert any("OPTIONS = rastrillo.Options(" in block for block in blocks), "no block sets OPTIONS"
+    body = "\n\n".join(_ELIDED_SETTINGS.sub(f"Options({APP_SETTINGS}", block) for block in blocks)
+    return APP_IMPORTS + body
+
+
+def handle_py(body: str, answer: str, imports: str = "") -> str:
+    """An action file whose ``handle`` runs ``body`` then returns ``answer``."""
+    return f"{imports}\n\ndef handle(ctx):\n{textwrap.indent(body, '    ')}    return {answer}\n"
+
+
+def action_path(block: str) -> str:
+    """The path under ``actions/`` that a block's first line, ``# actions/<path>``, names."""
+    first = block.splitlines()[0]
+    assert first.startswith("# actions/"), first
+    return first.removeprefix("# actions/")

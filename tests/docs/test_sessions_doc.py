@@ -1,0 +1,91 @@
+"""docs/sessions.md's examples, in one real app (conventions: tests/doc_examples.py):
+its sign-in action, its guarded route, its owner-only query and its rate limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rastrillo import sessions
+from rastrillo.testing import ManualClock, TestApp
+from tests.doc_examples import action_path, app_py, doc_block, doc_blocks, handle_py
+from tests.support import write_app
+
+PAGE = "docs/sessions.md"
+USERS = """\
+CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE, password_hash TEXT);
+CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, event TEXT NOT NULL);
+"""
+
+
+@pytest.fixture(scope="module")
+def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The page's actions and its app.py, generated once for the module."""
+    actions = {action_path(b): b for b in doc_blocks(PAGE, "python") if b.startswith("# actions/")}
+    assert sorted(actions) == ["account.GET.py", "signin.POST.py"]
+    owner_query = doc_block(PAGE, "python", "AND user_id = :user")
+    actions["orders/[id].GET.py"] = handle_py(owner_query, "ctx.json(dict(row._mapping))")
+    options = doc_block(PAGE, "python", "sign_in_rate_limit=")
+    return write_app(tmp_path_factory.mktemp("sessions") / "app", actions, files={
+        "app.py": app_py(options), "migrations/0001_users.sql": USERS})
+
+
+@pytest.fixture
+def app(app_dir: Path, tmp_path: Path) -> TestApp:
+    """The app on a fresh database, its clock in the test's hands, with one user (id 1)."""
+    test_app = TestApp(app_dir, tmp_path, clock=ManualClock())
+    test_app.db.execute(
+        "INSERT INTO users (id, email, password_hash) VALUES (1, 'ana@example.com', :h)",
+        h=sessions.hash_password("correct horse"),
+    )
+    return test_app
+
+
+def sign_in(app: TestApp, password: str, email: str = " Ana@Example.com ", **extra: str):
+    return app.client.post("/signin", data={"email": email, "password": password, **extra},
+                           follow_redirects=False)
+
+
+def test_signing_in_starts_a_session_under_a_new_id_and_goes_to_a_safe_next(app):
+    planter = app.browser()
+    planted = app.sign_in(planter, 1)
+    app.client.cookies.set("rastrillo_session", planted)  # a session fixed in the browser before
+    answer = sign_in(app, "correct horse", next="/account?tab=1")
+    assert (answer.status_code, answer.headers["location"]) == (303, "/account?tab=1")
+    assert planter.get("/account", follow_redirects=False).status_code == 303  # it is worthless
+    assert sign_in(app, "correct horse", next="//evil.example").headers["location"] == "/"
+    assert app.client.get("/account").text == "Signed in as user 1"
+
+
+def test_an_unknown_account_and_a_wrong_password_are_answered_alike(app):
+    wrong = sign_in(app, "wrong")
+    unknown = sign_in(app, "correct horse", email="nobody@example.com")
+    assert (wrong.status_code, wrong.text) == (unknown.status_code, unknown.text)
+    assert wrong.text == "Wrong email or password."
+
+
+def test_the_rate_limit_example_is_the_default_and_holds_even_the_right_password(app):
+    assert app.app.options.sign_in_rate_limit == sessions.RateLimit()
+    for _ in range(5):
+        assert sign_in(app, "wrong").status_code == 400
+    refused = sign_in(app, "correct horse")
+    assert refused.status_code == 429
+    app.app.options.clock.advance(15 * 60)
+    assert sign_in(app, "correct horse").status_code == 303
+
+
+def test_a_guarded_get_without_a_session_goes_to_sign_in_with_next(app):
+    answer = app.client.get("/account?tab=1", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/signin?next=%2Faccount%3Ftab%3D1"
+
+
+def test_the_owner_query_shows_an_order_to_its_owner_only(app):
+    app.db.execute("INSERT INTO orders (id, user_id, event) VALUES (7, '1', 'Jazz')")
+    app.sign_in(app.client, 1)
+    assert app.client.get("/orders/7").json() == {"id": 7, "user_id": "1", "event": "Jazz"}
+    stranger = app.browser()
+    app.sign_in(stranger, 2)
+    assert stranger.get("/orders/7").status_code == 404
+    assert app.client.get("/orders/8").status_code == 404
