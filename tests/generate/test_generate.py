@@ -110,6 +110,7 @@ def test_a_handle_that_cannot_take_ctx_is_refused_at_its_line(tmp_path, handle):
 def test_a_handle_that_takes_ctx_is_taken(tmp_path, handle):
     make(tmp_path, {"x.GET.py": f"{handle}\n    return None\n"})
     generate(tmp_path)
+    assert '("GET", "/x", "actions/x.GET.py")' in (tmp_path / "gen" / "routes.py").read_text()
 
 
 @pytest.mark.parametrize(
@@ -134,6 +135,9 @@ def test_an_action_at_a_path_the_framework_serves_is_refused(tmp_path, file, ref
 def test_a_parameter_route_beside_the_framework_paths_is_the_apps(tmp_path):
     make(tmp_path, {"[page].GET.py": HANDLE, "mcp/[tool].GET.py": HANDLE, "api/[x].GET.py": HANDLE})
     generate(tmp_path)
+    routes = (tmp_path / "gen" / "routes.py").read_text()
+    for path in ("/{page}", "/mcp/{tool}", "/api/{x}"):
+        assert f'("GET", "{path}",' in routes
 
 
 def test_files_are_decoded_as_python_imports_them(tmp_path):
