@@ -60,9 +60,19 @@ class Demo:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         self.process = subprocess.Popen(
-            [sys.executable, str(TICKETS / "app.py"), "--addr", f"127.0.0.1:{self.port}",
-             "--db", str(self.db), *flags],
-            cwd=TICKETS, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, preexec_fn=limit,
+            [
+                sys.executable,
+                str(TICKETS / "app.py"),
+                "--addr",
+                f"127.0.0.1:{self.port}",
+                "--db",
+                str(self.db),
+                *flags,
+            ],
+            cwd=TICKETS,
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+            preexec_fn=limit,
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -120,8 +130,10 @@ def slow(tmp: Path) -> None:
         s.close()
     peak = demo.peak_mb()
     code, took = demo.stop()
-    print(f"slow: {len(idle)} slow connections held; probe outcomes {dict(outcomes)}; "
-          f"peak {peak:.0f} MB; log {demo.log_size()}; exit {code} in {took:.1f} s")
+    print(
+        f"slow: {len(idle)} slow connections held; probe outcomes {dict(outcomes)}; "
+        f"peak {peak:.0f} MB; log {demo.log_size()}; exit {code} in {took:.1f} s"
+    )
 
 
 def _big_form(fields: int, total: int) -> Iterator[bytes]:
@@ -139,8 +151,7 @@ def bodies(tmp: Path) -> None:
             response = httpx.post(
                 demo.base + path,
                 content=_big_form(999, 100_000_000),
-                headers={"Origin": demo.base,
-                         "Content-Type": "application/x-www-form-urlencoded"},
+                headers={"Origin": demo.base, "Content-Type": "application/x-www-form-urlencoded"},
                 timeout=120,
             )
             outcomes[f"{path} {response.status_code}"] += 1
@@ -155,8 +166,10 @@ def bodies(tmp: Path) -> None:
         t.join()
     peak = demo.peak_mb()
     code, took = demo.stop()
-    print(f"bodies: 8 x 100 MB forms, outcomes {dict(outcomes)}; peak {peak:.0f} MB; "
-          f"log {demo.log_size()}; exit {code} in {took:.1f} s")
+    print(
+        f"bodies: 8 x 100 MB forms, outcomes {dict(outcomes)}; peak {peak:.0f} MB; "
+        f"log {demo.log_size()}; exit {code} in {took:.1f} s"
+    )
 
 
 def sigterm(tmp: Path) -> None:
@@ -196,14 +209,17 @@ def sigterm(tmp: Path) -> None:
         t.join()
     new = sqlite3.connect(demo.db).execute(count).fetchone()[0] - before
     told_ok = sum(1 for a in answered.values() if a == 303)
-    print(f"sigterm: answers {dict(Counter(map(str, answered.values())))}; new orders {new} "
-          f"(answered as done: {told_ok}); exit {code} after {took:.1f} s; log {demo.log_size()}")
+    print(
+        f"sigterm: answers {dict(Counter(map(str, answered.values())))}; new orders {new} "
+        f"(answered as done: {told_ok}); exit {code} after {took:.1f} s; log {demo.log_size()}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", nargs="?", default="all",
-                        choices=["slow", "bodies", "sigterm", "all"])
+    parser.add_argument(
+        "scenario", nargs="?", default="all", choices=["slow", "bodies", "sigterm", "all"]
+    )
     args = parser.parse_args()
     for name, scenario in (("slow", slow), ("bodies", bodies), ("sigterm", sigterm)):
         if args.scenario in (name, "all"):

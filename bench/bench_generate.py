@@ -113,8 +113,10 @@ def main() -> None:
     for name, times in runs.items():
         print(f"  {name + ':':<36} {median[name]:.3f} s ({min(times):.3f}-{max(times):.3f})")
     print(f"  {'generate --check:':<36} {check:.3f} s")
-    print("  goal: generate at most 0.2 s; it costs "
-          f"{median['generate'] / median['bare start (python -c pass)']:.1f}x a bare start")
+    print(
+        "  goal: generate at most 0.2 s; it costs "
+        f"{median['generate'] / median['bare start (python -c pass)']:.1f}x a bare start"
+    )
     print(f"  load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

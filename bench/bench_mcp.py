@@ -66,7 +66,7 @@ TOOL = {
     "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
 }
 
-ACTION = '''\
+ACTION = """\
 import rastrillo
 
 from items import ITEMS
@@ -79,8 +79,8 @@ def handle(ctx):
     if item is None:
         return ctx.text("no such item", status=404)
     return ctx.json(item)
-'''
-APP = '''\
+"""
+APP = """\
 from pathlib import Path
 
 import rastrillo
@@ -92,7 +92,7 @@ from rastrillo.limits import CallLimit
 OPTIONS = rastrillo.Options(app_dir=Path(__file__).resolve().parent, routes=routes(),
                             tools=tools(), mcp=True, origin="http://127.0.0.1:{port}",
                             mcp_call_limit=CallLimit(calls=10**9))
-'''
+"""
 FASTAPI = '''\
 import sys
 
@@ -116,7 +116,7 @@ FastApiMCP(app).mount_http()
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 '''
 
-CANNED = '''\
+CANNED = """\
 import json
 import sys
 
@@ -167,7 +167,7 @@ async def app(scope, receive, send):
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False,
             lifespan="off")
-'''
+"""
 
 
 def free_port() -> int:
@@ -226,8 +226,9 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     script = root / "fastapi_app.py"
     script.write_text(FASTAPI.format(items=ITEMS))
     # fastapi-mcp's mcp 1.x logs a ClosedResourceError trace at every session close.
-    process = subprocess.Popen([str(fastapi_mcp_python()), str(script), str(port)],
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(fastapi_mcp_python()), str(script), str(port)], stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{port}"
     wait_up(base + "/docs", process)
     return process, base
@@ -301,8 +302,9 @@ async def measure(ways: dict[str, Way], calls: int, rounds: int) -> None:
     shuffled at each turn (so noise from elsewhere on the machine, and what a server still
     does after it answered, hits all alike); then each way alone, for its CPU."""
     async with AsyncExitStack() as stack:
-        callers = {name: await stack.enter_async_context(way.caller())
-                   for name, way in ways.items()}
+        callers = {
+            name: await stack.enter_async_context(way.caller()) for name, way in ways.items()
+        }
         for i in range(20):  # warm up
             for call in callers.values():
                 await call(i)
@@ -358,34 +360,46 @@ def main() -> int:
             for process in (ours, theirs, canned):
                 process.terminate()
                 process.wait(10)
-    floor = {"rastrillo-mcp": "floor-mcp", "rastrillo-mcp-2025": "floor-mcp-2025",
-             "fastapi-mcp": "floor-mcp-2025", "plain-get": "floor-get",
-             "plain-get-signed-in": "floor-get"}
+    floor = {
+        "rastrillo-mcp": "floor-mcp",
+        "rastrillo-mcp-2025": "floor-mcp-2025",
+        "fastapi-mcp": "floor-mcp-2025",
+        "plain-get": "floor-get",
+        "plain-get-signed-in": "floor-get",
+    }
     wall = {name: ms(way.wall) for name, way in ways.items()}
     share = {name: wall[name] - wall[base_] for name, base_ in floor.items()}
     cpu = {name: ms(way.server_cpu) for name, way in ways.items()}
-    print(f"median over {args.rounds} rounds x {calls} calls (cpu count {os.cpu_count()}, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}), ms per call:")
+    print(
+        f"median over {args.rounds} rounds x {calls} calls (cpu count {os.cpu_count()}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}), ms per call:"
+    )
     heads = ("client sees", "server share", "server CPU", "client CPU")
     print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads))
     for name, way in ways.items():
         column = f"{share[name]:13.3f}" if name in share else f"{'':13}"
         print(f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}")
     print("rastrillo / fastapi-mcp (goal <= 0.80):")
-    print(f"  client sees {wall['rastrillo-mcp'] / wall['fastapi-mcp']:.2f}, "
-          f"server share {share['rastrillo-mcp'] / share['fastapi-mcp']:.2f}, "
-          f"server CPU {cpu['rastrillo-mcp'] / cpu['fastapi-mcp']:.2f}  "
-          f"(at 2025-11-25: {wall['rastrillo-mcp-2025'] / wall['fastapi-mcp']:.2f}, "
-          f"{share['rastrillo-mcp-2025'] / share['fastapi-mcp']:.2f}, "
-          f"{cpu['rastrillo-mcp-2025'] / cpu['fastapi-mcp']:.2f})")
+    print(
+        f"  client sees {wall['rastrillo-mcp'] / wall['fastapi-mcp']:.2f}, "
+        f"server share {share['rastrillo-mcp'] / share['fastapi-mcp']:.2f}, "
+        f"server CPU {cpu['rastrillo-mcp'] / cpu['fastapi-mcp']:.2f}  "
+        f"(at 2025-11-25: {wall['rastrillo-mcp-2025'] / wall['fastapi-mcp']:.2f}, "
+        f"{share['rastrillo-mcp-2025'] / share['fastapi-mcp']:.2f}, "
+        f"{cpu['rastrillo-mcp-2025'] / cpu['fastapi-mcp']:.2f})"
+    )
     print("rastrillo's MCP overhead over the plain GET (goal < 1 ms):")
-    print(f"  client sees {wall['rastrillo-mcp'] - wall['plain-get']:.3f} ms, of which the "
-          f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
-          f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
-          f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms")
-    print("  of which being signed in (the session check a signed-in GET makes too): client sees "
-          f"{wall['plain-get-signed-in'] - wall['plain-get']:.3f} ms, server CPU "
-          f"{cpu['plain-get-signed-in'] - cpu['plain-get']:.3f} ms")
+    print(
+        f"  client sees {wall['rastrillo-mcp'] - wall['plain-get']:.3f} ms, of which the "
+        f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
+        f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
+        f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms"
+    )
+    print(
+        "  of which being signed in (the session check a signed-in GET makes too): client sees "
+        f"{wall['plain-get-signed-in'] - wall['plain-get']:.3f} ms, server CPU "
+        f"{cpu['plain-get-signed-in'] - cpu['plain-get']:.3f} ms"
+    )
     return 0
 
 

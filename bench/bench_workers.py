@@ -71,9 +71,20 @@ class Served:
         self.postmaster = postmaster(db)
         env = {**os.environ, "RASTRILLO_DEV": "1", "RASTRILLO_ORIGIN": ORIGIN}
         self.proc = subprocess.Popen(
-            [sys.executable, "app.py", "--addr", self.base[7:], "--db", db,
-             "--workers", str(workers)],
-            cwd=app_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "app.py",
+                "--addr",
+                self.base[7:],
+                "--db",
+                db,
+                "--workers",
+                str(workers),
+            ],
+            cwd=app_dir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -177,18 +188,22 @@ def reads(served: Served, seconds: int) -> float:
     if pg:  # a backend started during the run is a connection the pool closed and reopened
         opened = sessions_started(served.db) - sessions_before - 1
         postgres += f" ({opened} PostgreSQL connections opened during the run)"
-    print(f"    {served.label}: {rate:.0f} req/s; CPU ms per request: server "
-          f"{server * per_request:.2f}{postgres}, wrk {wrk_cpu * per_request:.2f}; "
-          f"workers busy {shares}; machine {100 * busy / elapsed:.0f}% of "
-          f"{100 * (os.cpu_count() or 1)}%", flush=True)
+    print(
+        f"    {served.label}: {rate:.0f} req/s; CPU ms per request: server "
+        f"{server * per_request:.2f}{postgres}, wrk {wrk_cpu * per_request:.2f}; "
+        f"workers busy {shares}; machine {100 * busy / elapsed:.0f}% of "
+        f"{100 * (os.cpu_count() or 1)}%",
+        flush=True,
+    )
     return rate
 
 
 def approved_writes(served: Served, seconds: int) -> float:
     """Writes per second, each proposed, approved and redeemed over HTTP."""
     with httpx.Client(base_url=served.base, headers={"Origin": ORIGIN}) as c:
-        signed_in = c.post("/signin", data={"email": "alice@example.com",
-                                            "password": "tickets-demo"})
+        signed_in = c.post(
+            "/signin", data={"email": "alice@example.com", "password": "tickets-demo"}
+        )
         session = signed_in.cookies["rastrillo_session"]
     done = 0
     lock = threading.Lock()
@@ -196,15 +211,25 @@ def approved_writes(served: Served, seconds: int) -> float:
 
     def writer(n: int) -> None:
         nonlocal done
-        with httpx.Client(base_url=served.base, headers={"Origin": ORIGIN},
-                          cookies={"rastrillo_session": session}, timeout=30) as c:
+        with httpx.Client(
+            base_url=served.base,
+            headers={"Origin": ORIGIN},
+            cookies={"rastrillo_session": session},
+            timeout=30,
+        ) as c:
             while time.monotonic() < stop:
                 # Each client its own quantity: no two open proposals are identical calls.
-                page = c.post("/_rastrillo/console", data={
-                    "tool": "events_id_buy_post", "arg.id": "1", "arg.quantity": str(n + 1)})
+                page = c.post(
+                    "/_rastrillo/console",
+                    data={"tool": "events_id_buy_post", "arg.id": "1", "arg.quantity": str(n + 1)},
+                )
                 approval = APPROVAL.search(page.text)[1]
-                assert c.post(f"/_rastrillo/approvals/{approval}",
-                              data={"decision": "approve"}).status_code == 303
+                assert (
+                    c.post(
+                        f"/_rastrillo/approvals/{approval}", data={"decision": "approve"}
+                    ).status_code
+                    == 303
+                )
                 ran = c.post("/_rastrillo/console", data={"approval": approval})
                 assert '<strong class="status">201<' in ran.text, ran.text[-500:]
                 with lock:
@@ -239,8 +264,10 @@ def report(title: str, results: dict[str, list[float]], unit: str) -> dict[str, 
     for name, values in results.items():
         medians[name] = statistics.median(values)
         spread = f"{min(values):.0f}-{max(values):.0f}"
-        print(f"  {name:<16} {medians[name]:8.1f} {unit}  (rounds: "
-              f"{', '.join(f'{v:.0f}' for v in values)}; spread {spread})")
+        print(
+            f"  {name:<16} {medians[name]:8.1f} {unit}  (rounds: "
+            f"{', '.join(f'{v:.0f}' for v in values)}; spread {spread})"
+        )
     return medians
 
 
@@ -257,8 +284,10 @@ def main() -> None:
         sys.exit("bench_workers needs wrk and taskset: apt-get install wrk util-linux")
     base = os.environ.get("RASTRILLO_TEST_POSTGRES_URL")
     if not base:
-        sys.exit("bench_workers needs PostgreSQL: bash scripts/with-postgres "
-                 ".venv/bin/python bench/bench_workers.py")
+        sys.exit(
+            "bench_workers needs PostgreSQL: bash scripts/with-postgres "
+            ".venv/bin/python bench/bench_workers.py"
+        )
     print(f"load average before: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         app_dir = Path(tmp) / "tickets"
@@ -273,29 +302,41 @@ def main() -> None:
                     return what(served, args.seconds)
                 finally:
                     served.close()
+
             return run
 
-        read = rounds({
-            "postgresql 1w": measured(pg, 1, reads),
-            "postgresql 2w": measured(pg, 2, reads),
-            "sqlite 1w": measured(sqlite, 1, reads),
-        }, args.rounds)
+        read = rounds(
+            {
+                "postgresql 1w": measured(pg, 1, reads),
+                "postgresql 2w": measured(pg, 2, reads),
+                "sqlite 1w": measured(sqlite, 1, reads),
+            },
+            args.rounds,
+        )
         stock = create_engine(pg)  # enough tickets that every approved buy succeeds
         with stock.begin() as conn:
             conn.execute(text("UPDATE events SET tickets_total = 1000000, tickets_left = 1000000"))
         stock.dispose()
-        write = rounds({
-            "postgresql 1w": measured(pg, 1, approved_writes),
-            "postgresql 2w": measured(pg, 2, approved_writes),
-        }, args.rounds)
+        write = rounds(
+            {
+                "postgresql 1w": measured(pg, 1, approved_writes),
+                "postgresql 2w": measured(pg, 2, approved_writes),
+            },
+            args.rounds,
+        )
     print(f"load average after: {load_average()}")
     print(f"{os.cpu_count()} cores; {args.rounds} rounds of {args.seconds}s, alternating")
     r = report(f"GET {READ_PATH}, {' '.join(WRK)} (wrk: 1 thread, on core 0)", read, "req/s")
-    print(f"  2 workers / 1 worker on PostgreSQL: {r['postgresql 2w'] / r['postgresql 1w']:.2f}"
-          " (goal >= 1.6)")
+    print(
+        f"  2 workers / 1 worker on PostgreSQL: {r['postgresql 2w'] / r['postgresql 1w']:.2f}"
+        " (goal >= 1.6)"
+    )
     print(f"  PostgreSQL / SQLite, 1 worker: {r['postgresql 1w'] / r['sqlite 1w']:.2f}")
-    w = report(f"approved writes end to end over HTTP ({WRITERS} clients, 3 requests each)",
-               write, "writes/s")
+    w = report(
+        f"approved writes end to end over HTTP ({WRITERS} clients, 3 requests each)",
+        write,
+        "writes/s",
+    )
     print(f"  2 workers / 1 worker: {w['postgresql 2w'] / w['postgresql 1w']:.2f}")
 
 

@@ -295,9 +295,7 @@ class App:
                 if route.is_async:
                     if getattr(scope.get(TOOL_CALL_SCOPE_KEY), "check", None) is not None:
                         raise RuntimeError("a tool call's check reached an async handle")
-                    response = await route.handle(
-                        Context(self, request, match.params, form, tool)
-                    )
+                    response = await route.handle(Context(self, request, match.params, form, tool))
                 else:
                     response = await threads.in_thread(
                         self._checked_handle, route, pending, request, match.params, form, tool

@@ -18,7 +18,7 @@ import httpx
 
 from rastrillo.generate import generate
 
-APP_PY = '''\
+APP_PY = """\
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +35,7 @@ OPTIONS = rastrillo.Options(
 
 if __name__ == "__main__":
     raise SystemExit(rastrillo.run(OPTIONS))
-'''
+"""
 
 
 # Building an httpx client loads a CA bundle, ~20 ms of CPU; the suite builds thousands

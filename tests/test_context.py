@@ -38,9 +38,11 @@ def test_concurrent_requests_each_get_their_own_ctx(tmp_path):
     async def main():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+
             async def one(kind, i):
                 r = await client.get(f"/{kind}/v{i}", params={"q": f"q{i}"})
                 return kind, i, r.json()
+
             return await asyncio.gather(*(one(k, i) for i in range(100) for k in ("echo", "sync")))
 
     results = asyncio.run(main())

@@ -47,7 +47,10 @@ def ticks(db: Path) -> list[str]:
 def run_sidecar_until_it_ticks(app_dir: Path, db: Path, *flags: str, env: dict[str, str]) -> str:
     process = subprocess.Popen(
         [sys.executable, str(app_dir / "app.py"), "sidecar", "run", *flags],
-        cwd=app_dir, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True,
+        cwd=app_dir,
+        env={**os.environ, **env},
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 20
@@ -102,7 +105,9 @@ def test_the_flag_wins_over_the_environment(
 def test_sidecar_run_refuses_other_flags(app_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(app_dir / "app.py"), "sidecar", "run", "--addr", "x:1"],
-        cwd=app_dir, capture_output=True, text=True,
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 2
     assert "sidecar run [--db PATH]" in done.stderr
@@ -111,13 +116,21 @@ def test_sidecar_run_refuses_other_flags(app_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("url", "error"),
     [
-        ("mysql://app:s3cret@db/app", "error: mysql://app:***@db/app: Rastrillo runs on SQLite and "
-         "PostgreSQL only\n"),
-        ("postgresql://app:s3cret@db/app", "error: no driver for postgresql://app:***@db/app (No "
-         "module named 'psycopg2'): install psycopg and write the URL as "
-         "postgresql+psycopg://user:password@host/database\n"),
-        ("://app", "error: cannot read the database URL: Could not parse SQLAlchemy URL from "
-         "given URL string\n"),
+        (
+            "mysql://app:s3cret@db/app",
+            "error: mysql://app:***@db/app: Rastrillo runs on SQLite and PostgreSQL only\n",
+        ),
+        (
+            "postgresql://app:s3cret@db/app",
+            "error: no driver for postgresql://app:***@db/app (No "
+            "module named 'psycopg2'): install psycopg and write the URL as "
+            "postgresql+psycopg://user:password@host/database\n",
+        ),
+        (
+            "://app",
+            "error: cannot read the database URL: Could not parse SQLAlchemy URL from "
+            "given URL string\n",
+        ),
     ],
 )
 def test_a_database_url_rastrillo_cannot_use_is_one_line_with_no_password(

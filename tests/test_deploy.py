@@ -42,7 +42,8 @@ def start(app_dir: Path, env: dict[str, str]) -> Server:
 def guess(server: Server, n: int, forwarded_for: str) -> int:
     with server.client(headers={"Origin": server.base_url}) as c:
         return c.post(
-            "/signin", data={"email": f"user{n}@example.com"},
+            "/signin",
+            data={"email": f"user{n}@example.com"},
             headers={"X-Forwarded-For": forwarded_for},
         ).status_code
 

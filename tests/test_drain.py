@@ -70,9 +70,14 @@ def test_a_refused_write_asks_the_client_to_retry(tmp_path: Path, serve) -> None
     server: Server = serve(app_dir, "--db", str(db))
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    first = threading.Thread(target=lambda: httpx.post(
-        server.base_url + "/notes", data={"body": "first"},
-        headers={"Origin": server.base_url}, timeout=60))
+    first = threading.Thread(
+        target=lambda: httpx.post(
+            server.base_url + "/notes",
+            data={"body": "first"},
+            headers={"Origin": server.base_url},
+            timeout=60,
+        )
+    )
     first.start()
     wait_for_log(server, "arrived")
     answers: list[httpx.Response] = []

@@ -146,10 +146,23 @@ def test_a_signed_in_user_s_form_is_read(server: Server, client: httpx.Client) -
 @pytest.mark.parametrize(
     ("body", "boundary"),
     [
-        ("".join(f'--b\r\nContent-Disposition: form-data; name="f{i}"\r\n\r\nx\r\n'
-                 for i in range(1001)) + "--b--\r\n", "b"),
-        ("".join(f'--b\r\nContent-Disposition: form-data; name="f{i}"; filename="f{i}.txt"'
-                 "\r\n\r\nx\r\n" for i in range(1001)) + "--b--\r\n", "b"),
+        (
+            "".join(
+                f'--b\r\nContent-Disposition: form-data; name="f{i}"\r\n\r\nx\r\n'
+                for i in range(1001)
+            )
+            + "--b--\r\n",
+            "b",
+        ),
+        (
+            "".join(
+                f'--b\r\nContent-Disposition: form-data; name="f{i}"; filename="f{i}.txt"'
+                "\r\n\r\nx\r\n"
+                for i in range(1001)
+            )
+            + "--b--\r\n",
+            "b",
+        ),
         ("--b\r\nno headers at all", "b"),
     ],
     ids=["too many fields", "too many files", "malformed"],

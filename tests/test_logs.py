@@ -23,8 +23,15 @@ def test_a_repeated_message_is_written_once_a_window_with_a_count() -> None:
     written: list[str] = []
 
     def log(msg: str, *args: object, exc: type[BaseException] | None = None) -> None:
-        record = logging.LogRecord("rastrillo.app", logging.ERROR, __file__, 1, msg, args,
-                                   (exc, exc(), None) if exc else None)
+        record = logging.LogRecord(
+            "rastrillo.app",
+            logging.ERROR,
+            __file__,
+            1,
+            msg,
+            args,
+            (exc, exc(), None) if exc else None,
+        )
         if repeat.filter(record):
             written.append(record.getMessage())
 

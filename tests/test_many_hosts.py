@@ -140,8 +140,10 @@ def test_200_agent_writes_each_approved_and_redeemed_on_other_processes_run_once
         outcomes = [o for part in pool.map(client, range(len(keys))) for o in part]
 
     assert len(outcomes) == 200
-    assert all(before.startswith("refused") and "has not decided yet" in before
-               for _, before, _ in outcomes)
+    assert all(
+        before.startswith("refused") and "has not decided yet" in before
+        for _, before, _ in outcomes
+    )
     assert [ran for _, _, ran in outcomes] == ["201"] * 200
     assert db.query_one("SELECT COUNT(*) AS n FROM orders").n == orders_before + 200
     left_after = {r.id: r.tickets_left for r in db.query("SELECT id, tickets_left FROM events")}

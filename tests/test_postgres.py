@@ -78,8 +78,9 @@ def test_one_lease_holder_at_a_time(pg_url):
 def test_an_approved_write_runs_once_of_50_and_is_audited(pg_url, tmp_path):
     f = build(tmp_path, db=pg_url)
     session = f.session("3")
-    call = Call(tool="orders_id_cancel_post", args={"id": "5", "reason": "r"}, actor=AGENT,
-                session=session)
+    call = Call(
+        tool="orders_id_cancel_post", args={"id": "5", "reason": "r"}, actor=AGENT, session=session
+    )
     with pytest.raises(ConfirmRequired) as info:
         asyncio.run(dispatch(f.app, f.defs, call))
     consent.decide(f.app.db, "3", info.value.approval_id, True)

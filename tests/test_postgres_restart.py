@@ -38,15 +38,24 @@ class Postgres:
     url: str
 
     def _ctl(self, *args: str) -> None:
-        subprocess.run([*_as_server_user(), _pg_bin("pg_ctl"), "-D", str(self.root / "data"),
-                        *args], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*_as_server_user(), _pg_bin("pg_ctl"), "-D", str(self.root / "data"), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     def stop(self) -> None:
         self._ctl("-m", "fast", "-w", "stop")
 
     def start(self) -> None:
-        self._ctl("-l", str(self.root / "log"), "-w", "-o",
-                  f"-c listen_addresses='' -k {self.root} -c fsync=off", "start")
+        self._ctl(
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "-o",
+            f"-c listen_addresses='' -k {self.root} -c fsync=off",
+            "start",
+        )
 
 
 def _pg_bin(name: str) -> str:
@@ -70,18 +79,43 @@ def postgres() -> Iterator[Postgres]:
     user = "postgres" if os.getuid() == 0 else os.environ.get("USER", "postgres")
     if os.getuid() == 0:
         shutil.chown(root, "postgres")
-    subprocess.run([*_as_server_user(), _pg_bin("initdb"), "-D", str(root / "data"), "-U", user,
-                    "--auth=trust", "-E", "UTF8"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            *_as_server_user(),
+            _pg_bin("initdb"),
+            "-D",
+            str(root / "data"),
+            "-U",
+            user,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     server = Postgres(root, f"postgresql+psycopg://{user}@/tickets?host={root}")
     server.start()
     try:
-        subprocess.run([*_as_server_user(), _pg_bin("createdb"), "-h", str(root), "-U", user,
-                        "tickets"], check=True)
+        subprocess.run(
+            [*_as_server_user(), _pg_bin("createdb"), "-h", str(root), "-U", user, "tickets"],
+            check=True,
+        )
         yield server
     finally:
-        subprocess.run([*_as_server_user(), _pg_bin("pg_ctl"), "-D", str(root / "data"),
-                        "-m", "immediate", "stop"], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                *_as_server_user(),
+                _pg_bin("pg_ctl"),
+                "-D",
+                str(root / "data"),
+                "-m",
+                "immediate",
+                "stop",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -103,8 +137,9 @@ class Load:
             thread.start()
 
     def _client(self, host: Server, session: str) -> None:
-        with host.client(headers={"Origin": ORIGIN}, cookies={"rastrillo_session": session},
-                         timeout=30) as c:
+        with host.client(
+            headers={"Origin": ORIGIN}, cookies={"rastrillo_session": session}, timeout=30
+        ) as c:
             while not self._stop.is_set():
                 response = c.post("/events/1/buy", data={"quantity": "1"})
                 with self._lock:
@@ -132,12 +167,19 @@ def test_postgresql_restarted_under_load(postgres: Postgres, tmp_path: Path):
     try:
         for n, workers in enumerate(("2", "1")):  # two "hosts": one with two workers
             port = free_port()
-            hosts.append(Server(app_dir, ["--addr", f"127.0.0.1:{port}", "--db", postgres.url,
-                                          "--workers", workers],
-                                f"http://127.0.0.1:{port}", env=env, log=tmp_path / f"h{n}.log"))
+            hosts.append(
+                Server(
+                    app_dir,
+                    ["--addr", f"127.0.0.1:{port}", "--db", postgres.url, "--workers", workers],
+                    f"http://127.0.0.1:{port}",
+                    env=env,
+                    log=tmp_path / f"h{n}.log",
+                )
+            )
         with hosts[0].client(headers={"Origin": ORIGIN}) as c:
-            signed_in = c.post("/signin", data={"email": "alice@example.com",
-                                                "password": "tickets-demo"})
+            signed_in = c.post(
+                "/signin", data={"email": "alice@example.com", "password": "tickets-demo"}
+            )
         session = signed_in.cookies["rastrillo_session"]
         db.execute("UPDATE events SET tickets_total = 100000, tickets_left = 100000 WHERE id = 1")
         first_new_order = db.query_one("SELECT MAX(id) AS id FROM orders").id + 1

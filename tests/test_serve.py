@@ -93,8 +93,12 @@ def test_a_relative_db_path_is_relative_to_where_the_command_runs(app_dir, tmp_p
     port = free_port()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    server = Server(app_dir, ["--addr", f"127.0.0.1:{port}", "--db", "data/here.db"],
-                    f"http://127.0.0.1:{port}", cwd=elsewhere)
+    server = Server(
+        app_dir,
+        ["--addr", f"127.0.0.1:{port}", "--db", "data/here.db"],
+        f"http://127.0.0.1:{port}",
+        cwd=elsewhere,
+    )
     server.stop()
     assert (elsewhere / "data" / "here.db").exists()
     assert not (app_dir / "data").exists()
@@ -108,8 +112,16 @@ def test_serve_word_is_accepted(app_dir, tmp_path):
 
 @pytest.mark.parametrize(
     "argv",
-    [["bogus"], ["sidecar"], ["sidecar", "run", "now"], ["--addr"], ["--addr", "nope"],
-     ["--addr", "127.0.0.1:1", "--socket", "x"], ["--port", "1"], ["serve", "serve"]],
+    [
+        ["bogus"],
+        ["sidecar"],
+        ["sidecar", "run", "now"],
+        ["--addr"],
+        ["--addr", "nope"],
+        ["--addr", "127.0.0.1:1", "--socket", "x"],
+        ["--port", "1"],
+        ["serve", "serve"],
+    ],
 )
 def test_other_argv_is_a_usage_error(argv, capsys):
     assert run(Options(), argv) == 2

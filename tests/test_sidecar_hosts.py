@@ -80,12 +80,19 @@ class Host:
     def __init__(self, workdir: Path, app_dir: Path, db: str, n: int) -> None:
         self.workdir = workdir
         self.log_path = workdir / f"host{n}.log"
-        env = {**os.environ, "APP_DIR": str(app_dir), "DB": db, "TTL": str(TTL),
-               "MARKS": str(workdir)}
+        env = {
+            **os.environ,
+            "APP_DIR": str(app_dir),
+            "DB": db,
+            "TTL": str(TTL),
+            "MARKS": str(workdir),
+        }
         with self.log_path.open("w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(workdir / "host.py")], env=env,
-                stdout=subprocess.DEVNULL, stderr=log,
+                [sys.executable, str(workdir / "host.py")],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
             )
 
     @property
@@ -106,11 +113,15 @@ def hold_expired_orders(db: Database) -> dict[int, int]:
     with db.write() as conn:
         for n in range(HOLDS):
             event = 1 + n % 3
-            conn.execute(text("UPDATE events SET tickets_left = tickets_left - 1 WHERE id = :e"),
-                         {"e": event})
             conn.execute(
-                text("INSERT INTO orders (user_id, event_id, quantity, status, created_at,"
-                     " hold_expires_at) VALUES (1, :e, 1, 'held', :t, :t)"),
+                text("UPDATE events SET tickets_left = tickets_left - 1 WHERE id = :e"),
+                {"e": event},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO orders (user_id, event_id, quantity, status, created_at,"
+                    " hold_expires_at) VALUES (1, :e, 1, 'held', :t, :t)"
+                ),
                 {"e": event, "t": past},
             )
     return before
@@ -164,8 +175,10 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
             passes.append((start, killed, host.proc.pid))
     assert_no_overlap(sorted(passes))
     # Every hold expired, and its tickets went back on sale exactly once.
-    statuses = db.query("SELECT status, COUNT(*) AS n FROM orders WHERE id > :seeded GROUP BY"
-                        " status", seeded=last_hold - HOLDS)
+    statuses = db.query(
+        "SELECT status, COUNT(*) AS n FROM orders WHERE id > :seeded GROUP BY status",
+        seeded=last_hold - HOLDS,
+    )
     assert {(r.status, r.n) for r in statuses} == {("expired", HOLDS)}
     after = {r.id: r.tickets_left for r in db.query("SELECT id, tickets_left FROM events")}
     assert after == before
@@ -173,7 +186,9 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
 
 
 def _waiting_on_a_lock(db: Database) -> bool:
-    return bool(db.query_one(
-        "SELECT COUNT(*) AS n FROM pg_stat_activity"
-        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    ).n)
+    return bool(
+        db.query_one(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).n
+    )

@@ -144,7 +144,10 @@ def test_a_second_server_on_a_taken_address_fails(app_dir, serve):
     addr = first.base_url.removeprefix("http://")
     second = subprocess.run(
         [sys.executable, str(app_dir / "app.py"), "--addr", addr, "--workers", "2"],
-        cwd=app_dir, capture_output=True, text=True, timeout=60,
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert second.returncode == 1
     assert f"error: cannot listen on {addr}: Address already in use" in second.stderr

@@ -81,6 +81,7 @@ def _grants_db(app_dir: Path) -> Iterator[Database | None]:
     from rastrillo.agents import grants
     from rastrillo.loader import load_options
     from rastrillo.storage import Database
+
     url = load_options(app_dir).database_url()
     if not may_exist(url):
         yield None

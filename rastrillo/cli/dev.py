@@ -44,8 +44,11 @@ class DevServer:
         try:
             generate(self.app_dir)
         except GenerateError as exc:
-            print(f"rastrillo dev: generate failed, still serving the last good build:\n{exc}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"rastrillo dev: generate failed, still serving the last good build:\n{exc}",
+                file=sys.stderr,
+                flush=True,
+            )
             return False
         self.stop()
         env = dict(os.environ, **{DEV_ENV: "1"})

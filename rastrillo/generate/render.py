@@ -68,9 +68,7 @@ def _too_long(line: str) -> bool:
     if len(words) <= 1:
         return False
     last = words[-1]
-    return not (
-        last.startswith(("http://", "https://")) and line.rindex(last) < _LINE_LENGTH
-    )
+    return not (last.startswith(("http://", "https://")) and line.rindex(last) < _LINE_LENGTH)
 
 
 def _entry(defn: ToolDef) -> list[str]:

@@ -109,15 +109,19 @@ class Arg:
             object.__setattr__(self, "choices", tuple(self.choices))
         constraints = tuple((n, v) for n in ARG_KEYWORDS[2:] if (v := getattr(self, n)) is not None)
         object.__setattr__(self, "constraints", constraints)
-        problems = [] if self.plain else arg_problems(
-            type=self.type,
-            required=self.required,
-            choices=self.choices,
-            minimum=self.minimum,
-            maximum=self.maximum,
-            min_length=self.min_length,
-            max_length=self.max_length,
-            pattern=self.pattern,
+        problems = (
+            []
+            if self.plain
+            else arg_problems(
+                type=self.type,
+                required=self.required,
+                choices=self.choices,
+                minimum=self.minimum,
+                maximum=self.maximum,
+                min_length=self.min_length,
+                max_length=self.max_length,
+                pattern=self.pattern,
+            )
         )
         if not isinstance(self.description, str):
             problems.insert(0, ("description", "description must be a string"))

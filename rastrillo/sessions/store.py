@@ -128,9 +128,7 @@ _DELETE_IN = Prepared(
 )
 
 
-def find_session_in(
-    tx: DriverTransaction, t: datetime, session_id: str | None
-) -> Session | None:
+def find_session_in(tx: DriverTransaction, t: datetime, session_id: str | None) -> Session | None:
     """:func:`find_session` as of ``t``, in the caller's write transaction (a tool call's
     session looked up in the transaction that uses its approval); a call with no session
     id finds none."""

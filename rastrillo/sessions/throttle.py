@@ -119,9 +119,7 @@ def _forget_passed(conn: Connection, t: datetime, window: timedelta, keys: Itera
         _save(conn, kind, 1, t)
 
 
-def _current(
-    conn: Connection, key: str, t: datetime, window: timedelta
-) -> tuple[int, datetime]:
+def _current(conn: Connection, key: str, t: datetime, window: timedelta) -> tuple[int, datetime]:
     row = conn.execute(select(attempts_table).where(attempts_table.c.key == key)).first()
     if row is None or t >= row.window_start + window:
         return 0, t

@@ -79,8 +79,6 @@ async def event_sleep(seconds: float, wake: asyncio.Event) -> None:
         await asyncio.wait_for(wake.wait(), seconds)
 
 
-
-
 @dataclass(frozen=True, kw_only=True)
 class Sidecar:
     """A pass function with the settings of its loop.
@@ -478,9 +476,7 @@ class SidecarLoop:
                 )
             )
         except Exception as exc:
-            log.error(
-                "sidecar: could not record the pass state (%s: %s)", type(exc).__name__, exc
-            )
+            log.error("sidecar: could not record the pass state (%s: %s)", type(exc).__name__, exc)
 
     async def _release(self) -> None:
         """Give the lease up, after a take or renewal a stop left running (which would
@@ -504,15 +500,12 @@ class SidecarLoop:
         if not releasing.done():
             releasing.cancel()
             log.warning(
-                "sidecar: the lease was not released (%s); a standby takes it over when it "
-                "expires",
+                "sidecar: the lease was not released (%s); a standby takes it over when it expires",
                 "a second signal" if self._force.is_set() else f"{self.shutdown_grace:g} s passed",
             )
         elif releasing.exception() is not None:
             exc = releasing.exception()
-            log.warning(
-                "sidecar: could not release the lease (%s: %s)", type(exc).__name__, exc
-            )
+            log.warning("sidecar: could not release the lease (%s: %s)", type(exc).__name__, exc)
 
 
 def _set_once(future: asyncio.Future[_Outcome], outcome: _Outcome) -> None:

@@ -14,7 +14,7 @@ from rastrillo.storage import Database
 from tests.support import write_app
 
 ACTIONS = {
-    "notes/index.GET.py": '''
+    "notes/index.GET.py": """
         import rastrillo
 
         TOOL = rastrillo.Tool(description="List my notes.")
@@ -25,8 +25,8 @@ ACTIONS = {
                                 u=ctx.user_id or "")
             return ctx.json({"notes": [dict(r._mapping) for r in rows],
                              "user": ctx.user_id, "actor": str(ctx.actor)})
-    ''',
-    "notes/index.POST.py": '''
+    """,
+    "notes/index.POST.py": """
         import rastrillo
         from rastrillo.sessions import require
 
@@ -43,8 +43,8 @@ ACTIONS = {
             ctx.db.execute("INSERT INTO notes (owner, body) VALUES (:u, :b)",
                            u=ctx.user_id, b=ctx.form["body"])
             return ctx.json({"added": ctx.form["body"], "by": ctx.actor.describe()}, status=201)
-    ''',
-    "notes/[id].GET.py": '''
+    """,
+    "notes/[id].GET.py": """
         import rastrillo
 
         TOOL = rastrillo.Tool(description="One note.", args={"id": "the note id"})
@@ -56,7 +56,7 @@ ACTIONS = {
             if row is None:
                 return ctx.text("no such note", status=404)
             return ctx.text(row.body)
-    ''',
+    """,
     # Routes that are not tools: no MCP call may ever reach them.
     "admin/wipe.POST.py": """
         def handle(ctx):

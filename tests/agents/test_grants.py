@@ -259,15 +259,25 @@ def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
 
     def ask(body: str, actor: str = "agent:claude", user: str = "3") -> consent.ApprovalRecord:
         return consent.request_approval(
-            db, tool="notes_post", args={"body": body}, sentence=f"Post {body}?",
-            actor=actor, user_id=user,
+            db,
+            tool="notes_post",
+            args={"body": body},
+            sentence=f"Post {body}?",
+            actor=actor,
+            user_id=user,
         )
 
     def settle(body: str, approval: str | None) -> object:
         with db.driver_write() as tx:
             return consent.settle(
-                tx, clock.now(), approval, tool="notes_post", args={"body": body},
-                actor="agent:claude", user_id="3", sentence=f"Post {body}?",
+                tx,
+                clock.now(),
+                approval,
+                tool="notes_post",
+                args={"body": body},
+                actor="agent:claude",
+                user_id="3",
+                sentence=f"Post {body}?",
             )
 
     grant = oauth_grant(db)

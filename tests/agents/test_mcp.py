@@ -44,15 +44,14 @@ def served(tmp_path, serve):
 
 
 @asynccontextmanager
-async def connect(
-    url: str, token: str, revision: str, elicit: Any = None
-) -> AsyncIterator[Client]:
+async def connect(url: str, token: str, revision: str, elicit: Any = None) -> AsyncIterator[Client]:
     """The official client at one revision: the handshake ones offer it at initialize."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
     mode = MODERN if revision == MODERN else "legacy"
     async with http:
-        client = Client(streamable_http_client(url, http_client=http), mode=mode,
-                        elicitation_callback=elicit)
+        client = Client(
+            streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=elicit
+        )
         async with client:
             yield client
 
@@ -92,8 +91,9 @@ def test_list_read_write_approve_revoke(served, offer, revision):
         async with connect(url, token, revision, elicit) as client:
             assert client.protocol_version == revision
             listed = await client.list_tools()
-            got = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in
-                   listed.tools]
+            got = [
+                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in listed.tools
+            ]
             assert [{k: t[k] for k in w} for t, w in zip(got, want, strict=True)] == want
 
             read = await client.call_tool("notes_get", {})
@@ -110,14 +110,14 @@ def test_list_read_write_approve_revoke(served, offer, revision):
                 assert meta["url"].startswith(server.base_url + "/_rastrillo/approvals/")
                 assert "Add the note buy milk?" in text(write)
                 assert meta["url"] in text(write) and "same arguments" in text(write)
-                assert (await client.call_tool("notes_get", {})).structured_content[
-                    "notes"] == []
+                assert (await client.call_tool("notes_get", {})).structured_content["notes"] == []
                 await anyio.to_thread.run_sync(alice.decide, meta["url"])
                 write = await client.call_tool("notes_post", {"body": "buy milk"})
             assert not write.is_error, text(write)
             assert write.structured_content["added"] == "buy milk"
             assert write.structured_content["by"].startswith(
-                "agent:claude for user 3, approved by user 3 at ")
+                "agent:claude for user 3, approved by user 3 at "
+            )
             notes = (await client.call_tool("notes_get", {})).structured_content["notes"]
             assert [n["body"] for n in notes] == ["buy milk"]
 
@@ -142,12 +142,18 @@ def test_a_missing_or_bad_token_is_401_with_the_resource_metadata(served):
     server, db, _ = served
     alice = Person(server.base_url, db, "3")
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    headers = {"Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2025-11-25"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     want = f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource"'
     with alice.browser() as browser:  # a signed-in browser: its cookie counts for nothing
-        for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"},
-                     {"Authorization": "Bearer " + alice.token("spoilt") + "x"}):
+        for auth in (
+            {},
+            {"Authorization": "Bearer nope"},
+            {"Authorization": "Basic x"},
+            {"Authorization": "Bearer " + alice.token("spoilt") + "x"},
+        ):
             answer = browser.post("/mcp", json=body, headers={**headers, **auth})
             assert answer.status_code == 401
             assert answer.headers["www-authenticate"].startswith("Bearer ")
@@ -161,12 +167,19 @@ def test_a_foreign_origin_is_refused_and_no_origin_is_fine(served):
     server, db, _ = served
     token = Person(server.base_url, db, "3").token()
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    headers = {"Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2025-11-25", "Authorization": f"Bearer {token}"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        "Authorization": f"Bearer {token}",
+    }
     port = server.base_url.rsplit(":", 1)[1]
     with httpx.Client(base_url=server.base_url) as http:
-        for foreign in (f"http://127.0.0.1:{int(port) + 1}", f"http://localhost:{port}",
-                        "https://evil.example", "null"):
+        for foreign in (
+            f"http://127.0.0.1:{int(port) + 1}",
+            f"http://localhost:{port}",
+            "https://evil.example",
+            "null",
+        ):
             answer = http.post("/mcp", json=body, headers={**headers, "Origin": foreign})
             assert answer.status_code == 403, foreign
         assert http.post("/mcp", json=body, headers=headers).status_code == 200
@@ -208,7 +221,8 @@ def test_a_get_opens_no_stream_that_would_outlive_its_grant(served):
         unauthorized = http.get("/mcp", headers=headers)
         assert unauthorized.status_code == 401  # discovery still starts from /mcp
         assert "resource_metadata=" in unauthorized.headers["www-authenticate"]
-        with http.stream("GET", "/mcp", headers={**headers, "Authorization": f"Bearer {token}"}
-                         ) as answer:
+        with http.stream(
+            "GET", "/mcp", headers={**headers, "Authorization": f"Bearer {token}"}
+        ) as answer:
             assert answer.status_code == 405
             assert answer.headers["allow"] == "POST"

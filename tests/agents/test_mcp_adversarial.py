@@ -42,11 +42,16 @@ class Served:
 
     def call(self, token: str, name: object, arguments: object) -> dict:
         """A raw ``tools/call``: the JSON-RPC answer as a dict."""
-        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                "params": {"name": name, "arguments": arguments}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
         with httpx.Client(timeout=30) as http:
-            answer = http.post(self.url, json=body,
-                               headers={**HEADERS, "Authorization": f"Bearer {token}"})
+            answer = http.post(
+                self.url, json=body, headers={**HEADERS, "Authorization": f"Bearer {token}"}
+            )
         assert answer.status_code == 200, answer.text
         return answer.json()
 
@@ -102,27 +107,33 @@ def test_a_token_for_one_agent_cannot_act_as_another(served):
     answer = s.call(other, "notes_post", {"body": "claude's note"})["result"]
     assert answer["isError"] is True  # a new proposal by "other", not claude's approval
     assert ("3", "claude's note") not in s.notes()
-    for smuggled in ({"body": "x", "actor": "claude"}, {"body": "x", "approval": "a" * 32},
-                     {"body": "x", "confirmed": True}):
+    for smuggled in (
+        {"body": "x", "actor": "claude"},
+        {"body": "x", "approval": "a" * 32},
+        {"body": "x", "confirmed": True},
+    ):
         refused = s.call(claude, "notes_post", smuggled)["result"]
         assert refused["isError"] is True and "takes no arg" in text(refused)
     assert s.call(claude, "notes_post", {"body": "claude's note"})["result"]["isError"] is False
 
 
 @contextlib.asynccontextmanager
-async def answering(
-    s: Served, token: str, mode: str
-) -> AsyncIterator[tuple[Client, list[int]]]:
+async def answering(s: Served, token: str, mode: str) -> AsyncIterator[tuple[Client, list[int]]]:
     """The official client on ``token``, and the HTTP status of each answer it gets."""
     statuses: list[int] = []
 
     async def note(response: httpx2.Response) -> None:
         statuses.append(response.status_code)
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                              event_hooks={"response": [note]})
-    async with http, Client(streamable_http_client(s.url, http_client=http),
-                            mode=mode, elicitation_callback=_never) as client:
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, event_hooks={"response": [note]}
+    )
+    async with (
+        http,
+        Client(
+            streamable_http_client(s.url, http_client=http), mode=mode, elicitation_callback=_never
+        ) as client,
+    ):
         yield client, statuses
 
 
@@ -143,8 +154,11 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, 
         async with answering(s, token, mode) as (client, statuses):
             assert not (await client.call_tool("notes_get", {})).is_error
             revoke(s, f"revoked-{mode}")
-            for name, arguments in (("notes_post", {"body": "after revoke"}),
-                                    ("notes_get", {}), ("notes_get", {})):
+            for name, arguments in (
+                ("notes_post", {"body": "after revoke"}),
+                ("notes_get", {}),
+                ("notes_get", {}),
+            ):
                 with pytest.raises(MCPError):
                     await client.call_tool(name, arguments)
                 assert statuses[-1] == 401
@@ -176,9 +190,7 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, 
     ],
     ids=["unknown-tool", "undeclared-arg", "missing-arg", "forged-state", "bad-params"],
 )
-def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_a_refused_call_too(
-    served, params
-):
+def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_a_refused_call_too(served, params):
     """A tool call refused before it reaches the app never reaches the session check that
     tells of a revocation: it is a 401 all the same, not a refusal made for a revoked
     grant (which would tell a leaked token's holder the token still gets answers)."""
@@ -212,22 +224,47 @@ def _write(body: str, **params: object) -> dict:
         ([], 400),
         # A call without a usable id is a notification: answered 202, run never.
         *(
-            ({"jsonrpc": "2.0", "id": odd, "method": "tools/call", "params": _write("odd id")},
-             202)
+            ({"jsonrpc": "2.0", "id": odd, "method": "tools/call", "params": _write("odd id")}, 202)
             for odd in (None, True, 1.5, [1], {"a": 1})
         ),
         ({"jsonrpc": "2.0", "method": "tools/call", "params": _write("no id")}, 202),
         ({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}, 200),
         ({"jsonrpc": "2.0", "id": 1, "method": "admin/wipe"}, 200),
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-          "params": _write("meta", _meta={"rastrillo/approval": {"id": "a" * 48}})}, 200),
-        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"admin_wipe_post",'
-         '"arguments":{"x":' + "[" * 50_000 + "]" * 50_000 + "}}}", 400),
-        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes_post",'
-         '"arguments":{"body":"' + "b" * 5_000_000 + '"}}}', 413),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": _write("meta", _meta={"rastrillo/approval": {"id": "a" * 48}}),
+            },
+            200,
+        ),
+        (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"admin_wipe_post",'
+            '"arguments":{"x":' + "[" * 50_000 + "]" * 50_000 + "}}}",
+            400,
+        ),
+        (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes_post",'
+            '"arguments":{"body":"' + "b" * 5_000_000 + '"}}}',
+            413,
+        ),
     ],
-    ids=["batch", "empty-batch", "id-null", "id-bool", "id-float", "id-list", "id-object",
-         "no-id", "unknown-method", "made-up-method", "meta-approval", "deep", "huge"],
+    ids=[
+        "batch",
+        "empty-batch",
+        "id-null",
+        "id-bool",
+        "id-float",
+        "id-list",
+        "id-object",
+        "no-id",
+        "unknown-method",
+        "made-up-method",
+        "meta-approval",
+        "deep",
+        "huge",
+    ],
 )
 def test_odd_json_rpc_runs_nothing_and_asks_no_approval(served, message, status):
     """Whatever shape a hostile client gives a message, what is not a well-formed
@@ -265,8 +302,7 @@ def test_a_write_approved_then_revoked_does_not_run(served, mode):
 
     async def session() -> None:
         async with answering(s, token, mode) as (client, statuses):
-            first = await client.session.call_tool("notes_post", args,
-                                                   allow_input_required=True)
+            first = await client.session.call_tool("notes_post", args, allow_input_required=True)
             if isinstance(first, types.InputRequiredResult):
                 [elicit] = first.input_requests.values()
                 url, state = elicit.params.url, first.request_state
@@ -275,8 +311,9 @@ def test_a_write_approved_then_revoked_does_not_run(served, mode):
             await anyio.to_thread.run_sync(s.alice.decide, url)
             revoke(s, agent)
             with pytest.raises(MCPError):
-                await client.session.call_tool("notes_post", args, request_state=state,
-                                               allow_input_required=True)
+                await client.session.call_tool(
+                    "notes_post", args, request_state=state, allow_input_required=True
+                )
             assert statuses[-1] == 401
 
     anyio.run(session)
@@ -288,13 +325,17 @@ def test_a_body_read_ahead_for_the_token_check_reaches_the_sdk_whole(served):
     every byte, however the body is cut or however large it is."""
     s = served
     token = s.alice.token("big")
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "notes_id_get", "arguments": {"id": "9" * 100_000}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "notes_id_get", "arguments": {"id": "9" * 100_000}},
+    }
     raw = json.dumps(body).encode()
 
     def chunks():
         for start in range(0, len(raw), 1000):
-            yield raw[start:start + 1000]
+            yield raw[start : start + 1000]
 
     headers = {**HEADERS, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     with httpx.Client(timeout=30) as http:
@@ -306,8 +347,11 @@ def test_a_body_read_ahead_for_the_token_check_reaches_the_sdk_whole(served):
 
 def modern(s: Served, token: str):
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
-    return http, Client(streamable_http_client(s.url, http_client=http), mode="2026-07-28",
-                        elicitation_callback=_never)
+    return http, Client(
+        streamable_http_client(s.url, http_client=http),
+        mode="2026-07-28",
+        elicitation_callback=_never,
+    )
 
 
 async def _never(context, params):  # pragma: no cover - the tests drive rounds by hand
@@ -329,28 +373,34 @@ def test_forged_or_replayed_request_state_is_refused(served):
             assert elicit.params.message == "Add the note stateful?"
             for forged in ("v1.AAAA", state[:-2] + "AA", state + "A", "not-a-state"):
                 with pytest.raises(MCPError, match="requestState"):
-                    await client.session.call_tool("notes_post", args, request_state=forged,
-                                                   allow_input_required=True)
+                    await client.session.call_tool(
+                        "notes_post", args, request_state=forged, allow_input_required=True
+                    )
             # Bound to its call: the same state for other args is refused.
             with pytest.raises(MCPError, match="requestState"):
-                await client.session.call_tool("notes_post", {"body": "other"},
-                                               request_state=state, allow_input_required=True)
-            still = await client.session.call_tool("notes_post", args, request_state=state,
-                                                   allow_input_required=True)
+                await client.session.call_tool(
+                    "notes_post", {"body": "other"}, request_state=state, allow_input_required=True
+                )
+            still = await client.session.call_tool(
+                "notes_post", args, request_state=state, allow_input_required=True
+            )
             assert isinstance(still, types.InputRequiredResult)  # pending: asked again
             await anyio.to_thread.run_sync(s.alice.decide, elicit.params.url)
-            done = await client.session.call_tool("notes_post", args, request_state=state,
-                                                  allow_input_required=True)
+            done = await client.session.call_tool(
+                "notes_post", args, request_state=state, allow_input_required=True
+            )
             assert isinstance(done, types.CallToolResult) and not done.is_error
-            replay = await client.session.call_tool("notes_post", args, request_state=state,
-                                                    allow_input_required=True)
+            replay = await client.session.call_tool(
+                "notes_post", args, request_state=state, allow_input_required=True
+            )
             assert replay.is_error and "used" in replay.content[0].text
         # Bound to its grant: Bob cannot use Alice's state.
         http, client = modern(s, bob)
         async with http, client:
             with pytest.raises(MCPError, match="requestState"):
-                await client.session.call_tool("notes_post", args, request_state=state,
-                                               allow_input_required=True)
+                await client.session.call_tool(
+                    "notes_post", args, request_state=state, allow_input_required=True
+                )
 
     anyio.run(attack)
     assert s.notes().count(("3", "stateful")) == 1
@@ -358,18 +408,34 @@ def test_forged_or_replayed_request_state_is_refused(served):
 
 
 NAMES = st.one_of(
-    st.sampled_from([*TOOLS, "admin_wipe_post", "secret_get", "notes_post ", "NOTES_GET",
-                     "notes_get\n", "../secret", "notes_post\x00"]),
+    st.sampled_from(
+        [
+            *TOOLS,
+            "admin_wipe_post",
+            "secret_get",
+            "notes_post ",
+            "NOTES_GET",
+            "notes_get\n",
+            "../secret",
+            "notes_post\x00",
+        ]
+    ),
     st.text(max_size=30),
 )
 VALUES = st.one_of(
-    st.text(max_size=20), st.integers(), st.booleans(), st.none(),
+    st.text(max_size=20),
+    st.integers(),
+    st.booleans(),
+    st.none(),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5),
-                                                             st.text(max_size=5), max_size=2),
+    st.lists(st.text(max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
 )
-ARGS = st.dictionaries(st.sampled_from(["body", "id", "actor", "approval", "x", ""]) | st.text(
-    max_size=10), VALUES, max_size=4)
+ARGS = st.dictionaries(
+    st.sampled_from(["body", "id", "actor", "approval", "x", ""]) | st.text(max_size=10),
+    VALUES,
+    max_size=4,
+)
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -407,6 +473,9 @@ def test_a_write_too_long_to_read_is_refused_before_any_approval(served):
     )
     assert asked.n == 0
     assert s.call(token, "notes_post", {"body": "x" * 1000})["result"]["isError"] is True
-    assert s.db.query_one(
-        "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
-    ).n == 1
+    assert (
+        s.db.query_one(
+            "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
+        ).n
+        == 1
+    )

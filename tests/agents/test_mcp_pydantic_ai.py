@@ -47,8 +47,7 @@ def test_a_model_reads_then_writes_after_the_users_approval(tmp_path, serve):
     approved: list[str] = []
 
     async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        assert {t.name for t in info.function_tools} == {"notes_get", "notes_post",
-                                                          "notes_id_get"}
+        assert {t.name for t in info.function_tools} == {"notes_get", "notes_post", "notes_id_get"}
         last = messages[-1]
         assert isinstance(last, ModelRequest)
         part = last.parts[-1]

@@ -73,8 +73,9 @@ class Served:
 
 
 def serve(tmp_path: Path, limit: CallLimit | None) -> Iterator[Served]:
-    app_dir = write_app(tmp_path / "app", {**ACTIONS, **HITS}, extra="mcp=True,",
-                        files={**FILES, **HITS_TABLE})
+    app_dir = write_app(
+        tmp_path / "app", {**ACTIONS, **HITS}, extra="mcp=True,", files={**FILES, **HITS_TABLE}
+    )
     clock = ManualClock()
     options = dataclasses.replace(load_options(app_dir), clock=clock, mcp_call_limit=limit)
     with live_server(options) as app:
@@ -91,8 +92,9 @@ def unlimited(tmp_path: Path) -> Iterator[Served]:
     yield from serve(tmp_path, None)
 
 
-async def calls(served: Served, token: str, n: int, revision: str = MODERN,
-                at_once: bool = False) -> list[types.CallToolResult]:
+async def calls(
+    served: Served, token: str, n: int, revision: str = MODERN, at_once: bool = False
+) -> list[types.CallToolResult]:
     """``n`` calls of the hits tool on one connection: one after another, or all at once."""
     results: list[types.CallToolResult] = []
     async with connect(served.url, token, revision) as client:

@@ -38,8 +38,12 @@ class Node:
 
     def __init__(self, command: list[str], url: str, token: str) -> None:
         self.process = subprocess.Popen(
-            [*command, url, token], cwd=TS, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            [*command, url, token],
+            cwd=TS,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.connected = self.read()
 

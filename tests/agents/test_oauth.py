@@ -840,9 +840,12 @@ def call_tool(server: Server, token: str, tool: str, args: dict[str, str]) -> ty
 
     async def call() -> types.CallToolResult:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
-        async with http, Client(
-            streamable_http_client(server.resource, http_client=http), mode="legacy"
-        ) as client:
+        async with (
+            http,
+            Client(
+                streamable_http_client(server.resource, http_client=http), mode="legacy"
+            ) as client,
+        ):
             return await client.call_tool(tool, args)
 
     return anyio.run(call)

@@ -22,10 +22,18 @@ HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Versio
 
 
 def call(app: App, token: str, tool: str, args: dict) -> httpx.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": args}}
-    return httpx.post(app.origin + "/mcp", json=body, timeout=30,
-                      headers={**HEADERS, "Authorization": f"Bearer {token}"})
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": args},
+    }
+    return httpx.post(
+        app.origin + "/mcp",
+        json=body,
+        timeout=30,
+        headers={**HEADERS, "Authorization": f"Bearer {token}"},
+    )
 
 
 def test_a_person_gives_an_agent_a_token_approves_its_write_and_revokes_it(

@@ -106,8 +106,13 @@ def test_a_click_before_the_page_had_the_focus_a_moment_decides_nothing(
     # The window losing the focus holds the buttons again; getting it back, for a moment.
     page.evaluate("window.dispatchEvent(new Event('blur'))")
     expect(approve).to_be_disabled()
-    assert page.evaluate("window.dispatchEvent(new Event('focus')), "
-                         "document.querySelector('button[value=approve]').disabled") is True
+    assert (
+        page.evaluate(
+            "window.dispatchEvent(new Event('focus')), "
+            "document.querySelector('button[value=approve]').disabled"
+        )
+        is True
+    )
     expect(approve).to_be_enabled()
     approve.click()
     expect(page.locator(".state")).to_contain_text("You approved this")
@@ -136,9 +141,7 @@ def start_authorization(app: App) -> str:
 def test_the_consent_page_holds_allow_too(person: Person, app: App) -> None:
     page = person(scripts=True)
     sign_in(page, ALICE)
-    page.add_init_script(
-        HELD_AT_READY.replace('button[value="approve"]', 'button[value="allow"]')
-    )
+    page.add_init_script(HELD_AT_READY.replace('button[value="approve"]', 'button[value="allow"]'))
     page.goto(start_authorization(app))
     assert page.evaluate("window.heldAtReady") is True
     expect(page.get_by_role("button", name="Allow")).to_be_enabled()

@@ -33,11 +33,20 @@ def test_the_readme_commands_make_an_app_that_serves_and_passes_its_tests(
         if command != "dev shop":  # it serves until stopped: the test below runs it
             assert argv[0] == "rastrillo" and main(argv[1:]) == 0, argv
             out[command] = capsys.readouterr().out
-    assert list(out) == ["new shop", "generate shop", "generate shop --check",
-                         "tools list --app shop", "tools schemas --app shop --format openai"]
+    assert list(out) == [
+        "new shop",
+        "generate shop",
+        "generate shop --check",
+        "tools list --app shop",
+        "tools schemas --app shop --format openai",
+    ]
     app_dir = tmp_path / "shop"
-    tests = subprocess.run([BIN / "pytest", "-q", "-p", "no:cacheprovider"], cwd=app_dir,
-                           capture_output=True, text=True)
+    tests = subprocess.run(
+        [BIN / "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+    )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     server = serve(app_dir)
     with server.client() as c:
@@ -87,7 +96,9 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
     log = (tmp_path / "dev.log").open("wb")
     dev = subprocess.Popen(
         [BIN / "rastrillo", *README["dev shop"][1:], "--addr", f"127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ},
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -96,7 +107,8 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         assert mcp.status_code == 401  # a new app serves MCP, for agents with a token
         assert "resource_metadata=" in mcp.headers["www-authenticate"]
         (app_dir / "actions" / "hello.GET.py").write_text(
-            "def handle(ctx):\n    return ctx.text('hello v1')\n")
+            "def handle(ctx):\n    return ctx.text('hello v1')\n"
+        )
         _wait_for(base + "/hello", lambda r: r.text == "hello v1")
         broken = app_dir / "actions" / "broken.GET.py"
         broken.write_text("def handle(ctx):\n    return (\n")
@@ -104,7 +116,8 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         assert httpx.get(base + "/hello").text == "hello v1"  # last good build still serves
         broken.unlink()
         (app_dir / "actions" / "hello.GET.py").write_text(
-            "def handle(ctx):\n    return ctx.text('hello v2')\n")
+            "def handle(ctx):\n    return ctx.text('hello v2')\n"
+        )
         _wait_for(base + "/hello", lambda r: r.text == "hello v2")
     finally:
         dev.terminate()

@@ -91,9 +91,23 @@ def test_call_prints_a_handlers_traceback_escaped_on_stderr(tmp_path):
     """
     app = write_app(tmp_path / "app", {"fail.GET.py": failing})
     done = subprocess.run(
-        [sys.executable, "-m", "rastrillo.cli.main", "tools", "call", "fail_get", "--as", "bot",
-         "--user", "1", "--app", str(app)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "rastrillo.cli.main",
+            "tools",
+            "call",
+            "fail_get",
+            "--as",
+            "bot",
+            "--user",
+            "1",
+            "--app",
+            str(app),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1
     assert done.stdout.startswith("500")

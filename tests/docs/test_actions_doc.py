@@ -9,10 +9,16 @@ from tests.support import write_app
 
 def test_the_order_page_renders_an_order_and_answers_404_for_a_missing_one(tmp_path):
     [block] = doc_blocks("docs/actions.md", "python")
-    app_dir = write_app(tmp_path / "app", {action_path(block): block}, files={
-        "migrations/0001_orders.sql": "CREATE TABLE orders (id INTEGER PRIMARY KEY, event TEXT);",
-        "templates/order.html": "<h1>Order {{ order.id }}: {{ order.event }}</h1>",
-    })
+    app_dir = write_app(
+        tmp_path / "app",
+        {action_path(block): block},
+        files={
+            "migrations/0001_orders.sql": (
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, event TEXT);"
+            ),
+            "templates/order.html": "<h1>Order {{ order.id }}: {{ order.event }}</h1>",
+        },
+    )
     app = TestApp(app_dir, tmp_path)
     app.db.execute("INSERT INTO orders (id, event) VALUES (7, '<Jazz & Blues>')")
     page = app.client.get("/orders/7")

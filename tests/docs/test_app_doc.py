@@ -51,8 +51,13 @@ def test_wrap_adds_the_apps_own_middleware(tmp_path):
 def test_the_storage_calls_read_write_and_write_in_one_transaction(tmp_path):
     body = doc_block(PAGE, "python", "ctx.db.query(")
     answer = 'ctx.json({"rows": len(rows), "row": row.name, "count": count})'
-    app_dir = write_app(tmp_path / "app", {"events.POST.py": handle_py(body, answer)}, files={
-        "migrations/0001_events.sql": "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT);"})
+    app_dir = write_app(
+        tmp_path / "app",
+        {"events.POST.py": handle_py(body, answer)},
+        files={
+            "migrations/0001_events.sql": "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT);"
+        },
+    )
     app = TestApp(app_dir, tmp_path)
     app.db.execute("INSERT INTO events (id, name) VALUES (7, 'Rock')")
     assert app.client.post("/events").json() == {"rows": 1, "row": "Rock", "count": 2}

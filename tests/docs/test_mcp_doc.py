@@ -8,7 +8,7 @@ from tests.doc_examples import app_py, doc_block
 from tests.support import write_app
 
 PAGE = "docs/mcp.md"
-ORDER = '''\
+ORDER = """\
 import rastrillo
 
 TOOL = rastrillo.Tool(description="One of my orders.", access=rastrillo.ToolRead,
@@ -17,13 +17,14 @@ TOOL = rastrillo.Tool(description="One of my orders.", access=rastrillo.ToolRead
 
 def handle(ctx):
     return ctx.json({"id": ctx.params["id"]})
-'''
+"""
 
 
 def test_the_testing_example_lists_the_tools_of_the_app_shown(tmp_path):
     options = doc_block(PAGE, "python", "mcp=True,\n")
-    app_dir = write_app(tmp_path / "app", {"orders/[id].GET.py": ORDER},
-                        files={"app.py": app_py(options)})
+    app_dir = write_app(
+        tmp_path / "app", {"orders/[id].GET.py": ORDER}, files={"app.py": app_py(options)}
+    )
     assert load_options(app_dir).mcp is True
     namespace = {"app_dir": app_dir, "tmp_path": tmp_path}
     example = doc_block(PAGE, "python", "TestApp(")

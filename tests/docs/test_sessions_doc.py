@@ -27,8 +27,11 @@ def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     owner_query = doc_block(PAGE, "python", "AND user_id = :user")
     actions["orders/[id].GET.py"] = handle_py(owner_query, "ctx.json(dict(row._mapping))")
     options = doc_block(PAGE, "python", "sign_in_rate_limit=")
-    return write_app(tmp_path_factory.mktemp("sessions") / "app", actions, files={
-        "app.py": app_py(options), "migrations/0001_users.sql": USERS})
+    return write_app(
+        tmp_path_factory.mktemp("sessions") / "app",
+        actions,
+        files={"app.py": app_py(options), "migrations/0001_users.sql": USERS},
+    )
 
 
 @pytest.fixture
@@ -43,8 +46,9 @@ def app(app_dir: Path, tmp_path: Path) -> TestApp:
 
 
 def sign_in(app: TestApp, password: str, email: str = " Ana@Example.com ", **extra: str):
-    return app.client.post("/signin", data={"email": email, "password": password, **extra},
-                           follow_redirects=False)
+    return app.client.post(
+        "/signin", data={"email": email, "password": password, **extra}, follow_redirects=False
+    )
 
 
 def test_signing_in_starts_a_session_under_a_new_id_and_goes_to_a_safe_next(app):

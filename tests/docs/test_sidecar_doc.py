@@ -34,11 +34,15 @@ def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An app whose app.py is the page's Python, in order; its migrations are the page's
     bookmarks table and the orders and outbox tables its passes use."""
     [bookmarks] = doc_blocks(PAGE, "sql")
-    return write_app(tmp_path_factory.mktemp("sidecar") / "app", HOME, files={
-        "app.py": app_py(*doc_blocks(PAGE, "python")),
-        "migrations/0001_orders.sql": TABLES,
-        "migrations/0002_bookmarks.sql": bookmarks,
-    })
+    return write_app(
+        tmp_path_factory.mktemp("sidecar") / "app",
+        HOME,
+        files={
+            "app.py": app_py(*doc_blocks(PAGE, "python")),
+            "migrations/0001_orders.sql": TABLES,
+            "migrations/0002_bookmarks.sql": bookmarks,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +58,14 @@ def app(app_dir: Path, tmp_path: Path) -> TestApp:
 
 def pass_context(db: Database, stopping: threading.Event | None = None) -> PassContext:
     now = datetime.now(UTC)
-    return PassContext(stopping=stopping or threading.Event(), started_at=now, scheduled_for=now,
-                       pass_id=1, first=True, db=db)
+    return PassContext(
+        stopping=stopping or threading.Event(),
+        started_at=now,
+        scheduled_for=now,
+        pass_id=1,
+        first=True,
+        db=db,
+    )
 
 
 def test_send_reminders_says_when_the_next_pass_is_due(module, app):
@@ -76,12 +86,16 @@ def test_a_sidecar_with_settings_wraps_the_pass(tmp_path):
 def test_send_receipts_catches_up_in_batches_once_each_and_returns_none(module, app):
     statuses = {order: "held" if order % 10 == 0 else "paid" for order in range(1, 251)}
     with app.db.write() as conn:
-        conn.execute(text("INSERT INTO orders (id, email, status) VALUES (:id, :email, :status)"),
-                     [{"id": o, "email": f"a{o}@x", "status": s} for o, s in statuses.items()])
+        conn.execute(
+            text("INSERT INTO orders (id, email, status) VALUES (:id, :email, :status)"),
+            [{"id": o, "email": f"a{o}@x", "status": s} for o, s in statuses.items()],
+        )
     paid = [order for order, status in statuses.items() if status == "paid"]
     assert len(paid) > module.BATCH
-    app.db.execute("CREATE TRIGGER down BEFORE INSERT ON outbox WHEN NEW.order_id = 151"
-                   " BEGIN SELECT RAISE(ABORT, 'mail server down'); END")
+    app.db.execute(
+        "CREATE TRIGGER down BEFORE INSERT ON outbox WHEN NEW.order_id = 151"
+        " BEGIN SELECT RAISE(ABORT, 'mail server down'); END"
+    )
     with pytest.raises(Exception, match="mail server down"):
         module.send_receipts(pass_context(app.db))
     # The batch that failed left nothing; the one before it is kept, with its bookmark.
@@ -92,7 +106,8 @@ def test_send_receipts_catches_up_in_batches_once_each_and_returns_none(module, 
     assert module.send_receipts(pass_context(app.db)) is None  # again: changes nothing
     outbox = app.db.query("SELECT order_id, email, kind FROM outbox ORDER BY order_id")
     assert [(r.order_id, r.email, r.kind) for r in outbox] == [
-        (order, f"a{order}@x", "receipt") for order in paid]
+        (order, f"a{order}@x", "receipt") for order in paid
+    ]
 
 
 def test_send_receipts_stops_between_batches_when_asked(module, app):
@@ -116,7 +131,11 @@ def test_next_due_answers_the_earliest_hold(module, app, monkeypatch):
     assert asked() == {"due": 0}
     first, second = datetime(2030, 1, 1, 9, 0, 30, 900_000, UTC), datetime(2030, 1, 2, tzinfo=UTC)
     for order, expiry in enumerate([second, first], 1):
-        app.db.execute("INSERT INTO orders (id, email, status, hold_expires_at)"
-                       " VALUES (:id, 'a@x', 'held', :at)", id=order, at=expiry.isoformat())
+        app.db.execute(
+            "INSERT INTO orders (id, email, status, hold_expires_at)"
+            " VALUES (:id, 'a@x', 'held', :at)",
+            id=order,
+            at=expiry.isoformat(),
+        )
     assert asked() == {"due": int(first.timestamp())}
     assert module.release_expired_holds(pass_context(app.db)) == first

@@ -28,13 +28,16 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def test_routes_cover_every_action_and_skip_underscored(tmp_path):
-    make(tmp_path, {
-        "index.GET.py": HANDLE,
-        "orders/[id]/cancel.POST.py": HANDLE,
-        "_helpers.py": "x = 1\n",
-        "_private/secret.GET.py": HANDLE,
-        "notes.txt": "not python",
-    })
+    make(
+        tmp_path,
+        {
+            "index.GET.py": HANDLE,
+            "orders/[id]/cancel.POST.py": HANDLE,
+            "_helpers.py": "x = 1\n",
+            "_private/secret.GET.py": HANDLE,
+            "notes.txt": "not python",
+        },
+    )
     generate(tmp_path)
     text = (tmp_path / "gen" / "routes.py").read_text()
     assert '("GET", "/", "actions/index.GET.py")' in text
@@ -67,10 +70,14 @@ def test_check_reports_stale_and_writes_nothing(tmp_path):
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        ({"a.GET.py": HANDLE, "a/index.GET.py": HANDLE},
-         ["actions/a/index.GET.py: GET /a is also served by actions/a.GET.py"]),
-        ({"[id].GET.py": HANDLE, "[key].GET.py": HANDLE},
-         ["actions/[key].GET.py: GET /{key} is also served by actions/[id].GET.py"]),
+        (
+            {"a.GET.py": HANDLE, "a/index.GET.py": HANDLE},
+            ["actions/a/index.GET.py: GET /a is also served by actions/a.GET.py"],
+        ),
+        (
+            {"[id].GET.py": HANDLE, "[key].GET.py": HANDLE},
+            ["actions/[key].GET.py: GET /{key} is also served by actions/[id].GET.py"],
+        ),
         ({"x.FETCH.py": HANDLE}, ["actions/x.FETCH.py: bad method 'FETCH'"]),
         ({"[]/x.GET.py": HANDLE}, ["actions/[]/x.GET.py: empty parameter []"]),
         ({"x.GET.py": "def handle(ctx):\n    return (\n"}, ["actions/x.GET.py:2: syntax error"]),
@@ -92,8 +99,14 @@ def test_refusals_name_the_file_and_leave_gen_alone(tmp_path, files, expected):
 
 @pytest.mark.parametrize(
     "handle",
-    ["def handle():", "async def handle():", "def handle(ctx, db):", "def handle(*, ctx):",
-     "def handle(ctx, *, user):", "def handle(**kwargs):"],
+    [
+        "def handle():",
+        "async def handle():",
+        "def handle(ctx, db):",
+        "def handle(*, ctx):",
+        "def handle(ctx, *, user):",
+        "def handle(**kwargs):",
+    ],
 )
 def test_a_handle_that_cannot_take_ctx_is_refused_at_its_line(tmp_path, handle):
     make(tmp_path, {"x.GET.py": f"import rastrillo\n\n{handle}\n    return None\n"})
@@ -104,8 +117,14 @@ def test_a_handle_that_cannot_take_ctx_is_refused_at_its_line(tmp_path, handle):
 
 @pytest.mark.parametrize(
     "handle",
-    ["def handle(ctx):", "async def handle(ctx):", "def handle(ctx, db=None):",
-     "def handle(ctx, /):", "def handle(*args):", "def handle(ctx, *, user=None, **extra):"],
+    [
+        "def handle(ctx):",
+        "async def handle(ctx):",
+        "def handle(ctx, db=None):",
+        "def handle(ctx, /):",
+        "def handle(*args):",
+        "def handle(ctx, *, user=None, **extra):",
+    ],
 )
 def test_a_handle_that_takes_ctx_is_taken(tmp_path, handle):
     make(tmp_path, {"x.GET.py": f"{handle}\n    return None\n"})
@@ -210,8 +229,15 @@ def test_generated_routes_load_handlers(tmp_path):
     make(tmp_path, {"orders/[id].GET.py": source})
     generate(tmp_path)
     out = subprocess.run(
-        [sys.executable, "-c",
-         "from gen import routes; r = routes()[0]; print(r.path, r.is_async)"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ}, check=True,
+        [
+            sys.executable,
+            "-c",
+            "from gen import routes; r = routes()[0]; print(r.path, r.is_async)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=True,
     )
     assert out.stdout.strip() == "/orders/{id} True"

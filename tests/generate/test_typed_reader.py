@@ -245,11 +245,12 @@ RUFF = find_ruff_bin()
 
 def test_a_text_holding_both_quotes_is_quoted_as_ruff_quotes_it(tmp_path: Path) -> None:
     # Hypothesis found '\'"': repr writes '\'"' where ruff writes "'\"".
-    texts = ["'\"", "a\"b\"c'", "\\'\"", "x\n'\"", "\"\"''", "\"''", "\"\"'", "\x00'\"\u202e"]
+    texts = ["'\"", 'a"b"c\'', "\\'\"", "x\n'\"", "\"\"''", "\"''", '""\'', "\x00'\"\u202e"]
     file = tmp_path / "texts.py"
     file.write_text("".join(f"x{n} = {py_literal(text)}\n" for n, text in enumerate(texts)))
-    result = subprocess.run([RUFF, "format", "--check", "--isolated", str(file)], text=True,
-                            capture_output=True)
+    result = subprocess.run(
+        [RUFF, "format", "--check", "--isolated", str(file)], text=True, capture_output=True
+    )
     assert result.returncode == 0, result.stdout
     namespace: dict[str, object] = {}
     exec(file.read_text(), namespace)

@@ -14,8 +14,10 @@ from rastrillo.tools import consent
 from tests.agents.mcp_app import make_app
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2025-11-25"}
+MCP_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
 
 
 @pytest.fixture
@@ -95,8 +97,12 @@ def test_without_the_lifespan_mcp_says_so(tmp_path):
 
 def test_a_token_outlives_the_users_signed_in_sessions(t):
     token = new_token(signed_in(t, "3"))
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "notes_get", "arguments": {}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "notes_get", "arguments": {}},
+    }
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     first = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert first["structuredContent"]["user"] == "3"
@@ -104,8 +110,12 @@ def test_a_token_outlives_the_users_signed_in_sessions(t):
     again = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert again["isError"] is False and again["structuredContent"]["user"] == "3"
     revoke_user(t.db, "3")
-    write = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-             "params": {"name": "notes_post", "arguments": {"body": "hi"}}}
+    write = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "notes_post", "arguments": {"body": "hi"}},
+    }
     proposed = t.client.post("/mcp", json=write, headers=headers).json()["result"]
     assert proposed["isError"] is True and "approve" in proposed["content"][0]["text"]
     approval = proposed["_meta"]["rastrillo/approval"]["id"]

@@ -103,8 +103,12 @@ def test_a_refusal_is_shown_with_its_reason(tickets: TestApp) -> None:
 def test_an_approved_call_is_rerun_from_the_approval_itself(tickets: TestApp) -> None:
     alice = tickets.client
     tickets.sign_in(alice, 1)
-    proposal = {"tool": "events_id_buy_post", "agent": "console", "arg.id": "2",
-                "arg.quantity": "2"}
+    proposal = {
+        "tool": "events_id_buy_post",
+        "agent": "console",
+        "arg.id": "2",
+        "arg.quantity": "2",
+    }
     page = alice.post(CONSOLE_PATH, data=proposal).text
     found = re.search(r'href="(/_rastrillo/approvals/([\w-]+))"', page)
     assert found is not None

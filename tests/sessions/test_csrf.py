@@ -175,9 +175,18 @@ def test_canonical_origin(given_origin: str, canonical: str) -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        "", "null", "ftp://x", "http://", "http://a/b", "http://u@a", "http://a:99999", "a.b",
+        "",
+        "null",
+        "ftp://x",
+        "http://",
+        "http://a/b",
+        "http://u@a",
+        "http://a:99999",
+        "a.b",
         # Hosts no browser sends: it would send xn--tckets-3va.example, and nothing invisible.
-        "https://tíckets.example", "https://tickets\u200b.example", "http://[zz::1]:80",
+        "https://tíckets.example",
+        "https://tickets\u200b.example",
+        "http://[zz::1]:80",
         "http://a b.example",
     ],
 )

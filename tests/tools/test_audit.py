@@ -171,9 +171,7 @@ def _on_disk(f: Fixture, call_id: str) -> list[tuple]:
         ).fetchall()
 
 
-def test_an_approved_write_makes_one_thread_hop_its_row_written_in_the_handles(
-    f, monkeypatch
-):
+def test_an_approved_write_makes_one_thread_hop_its_row_written_in_the_handles(f, monkeypatch):
     """The session, the approval's use, handle and the audit row share one hop."""
     approved = _approved_cancel(f, f.session("3"), "hops-1")
     hops = _count_hops(monkeypatch)

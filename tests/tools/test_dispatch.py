@@ -41,25 +41,36 @@ def call(f: Fixture, tool: str, args: dict | None = None, **kw) -> rastrillo.too
 
 def test_a_hand_built_write_given_as_a_string_still_needs_its_approval(tmp_path):
     f = build(tmp_path)
-    delete = ToolDef(id="notes_id_delete", method="DELETE", path="/notes/{id}",
-                     description="Delete a note.", access="write", args={"id": "note"},
-                     confirm="Delete note {id}?")
+    delete = ToolDef(
+        id="notes_id_delete",
+        method="DELETE",
+        path="/notes/{id}",
+        description="Delete a note.",
+        access="write",
+        args={"id": "note"},
+        confirm="Delete note {id}?",
+    )
     with pytest.raises(BadActor, match="session"):
         dispatch_sync(f.app, [delete], Call(tool=delete.id, args={"id": "1"}, actor=AGENT))
     with pytest.raises(ConfirmRequired):
-        dispatch_sync(f.app, [delete], Call(tool=delete.id, args={"id": "1"}, actor=AGENT,
-                                            session=f.session("3")))
+        dispatch_sync(
+            f.app,
+            [delete],
+            Call(tool=delete.id, args={"id": "1"}, actor=AGENT, session=f.session("3")),
+        )
     assert f.seen == []
 
 
 @pytest.mark.parametrize("method", ["POST", "DELETE", "HEAD"])
 def test_a_hand_built_read_tool_that_is_not_get_is_refused(tmp_path, method):
     f = build(tmp_path)
-    read = ToolDef(id="notes_id_x", method=method, path="/notes/{id}", description="x",
-                   args={"id": "note"})
+    read = ToolDef(
+        id="notes_id_x", method=method, path="/notes/{id}", description="x", args={"id": "note"}
+    )
     with pytest.raises(ToolError, match="a read tool must be a GET action"):
-        dispatch_sync(f.app, [read], Call(tool=read.id, args={"id": "1"}, actor=AGENT,
-                                          session=f.session("3")))
+        dispatch_sync(
+            f.app, [read], Call(tool=read.id, args={"id": "1"}, actor=AGENT, session=f.session("3"))
+        )
     assert f.seen == []
 
 
@@ -377,8 +388,9 @@ def test_an_approved_write_runs_exactly_what_the_sentence_names(f):
         call(f, "notes_id_erase_post", {"id": "all"}, session=session)
     assert pending.value.sentence == "Erase note all?"
     rastrillo.tools.consent.decide(f.app.db, "3", pending.value.approval_id, True)
-    result = call(f, "notes_id_erase_post", {"id": "all"}, session=session,
-                  approval=pending.value.approval_id)
+    result = call(
+        f, "notes_id_erase_post", {"id": "all"}, session=session, approval=pending.value.approval_id
+    )
     assert result.text == "erased all"
     assert [s["handler"] for s in f.seen] == ["erase"]
 
@@ -400,8 +412,12 @@ def test_dispatch_never_blocks_the_event_loop_on_the_database(f):
     assert holding.wait(30)
 
     async def main() -> None:
-        write = Call(tool="orders_id_cancel_post", args={"id": "1", "reason": "r"},
-                     actor=AGENT, session=session)
+        write = Call(
+            tool="orders_id_cancel_post",
+            args={"id": "1", "reason": "r"},
+            actor=AGENT,
+            session=session,
+        )
         proposing = asyncio.create_task(dispatch(f.app, f.defs, write))
         await asyncio.sleep(0)  # dispatch runs up to its first wait
         loop_ran.set()

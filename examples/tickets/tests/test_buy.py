@@ -34,8 +34,9 @@ def test_a_quantity_that_is_not_an_integer_is_refused(tmp_path, quantity):
     app.sign_in(app.client, 1)
     page = app.client.post("/events/2/buy", data={"quantity": quantity}, follow_redirects=False)
     assert page.status_code == (303 if quantity == "3" else 400)
-    assert app.db.query_one("SELECT COUNT(*) AS n FROM orders WHERE user_id = 1 AND event_id = 2"
-                            " AND status = 'held'").n == (1 if quantity == "3" else 0)
+    assert app.db.query_one(
+        "SELECT COUNT(*) AS n FROM orders WHERE user_id = 1 AND event_id = 2 AND status = 'held'"
+    ).n == (1 if quantity == "3" else 0)
 
 
 @pytest.mark.parametrize("event", ["2\u0660", "1_0", "\uff12"])

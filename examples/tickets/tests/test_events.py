@@ -69,5 +69,5 @@ def test_orders_filter_by_status(tmp_path):
     page = app.client.get("/orders", params={"status": "lost"})
     assert page.status_code == 400
     assert page.text == (
-        "status: must be one of \"held\", \"paid\", \"cancelled\", not the string 'lost'"
+        'status: must be one of "held", "paid", "cancelled", not the string \'lost\''
     )

@@ -76,7 +76,6 @@ def test_a_pass_records_the_next_expiry_as_its_next_due(tmp_path):
     assert read_state(app.db).next_due == held_until
 
 
-
 def test_next_due_reports_the_earliest_pending_hold_to_the_platform(tmp_path, monkeypatch):
     monkeypatch.setenv("CARLOS_ADMIN_TOKEN", TOKEN)
     app = TestApp(APP_DIR, tmp_path)

@@ -22,5 +22,6 @@ def handle(ctx: rastrillo.Context):
     orders = ticketing.list_orders(ctx.db, ctx.user_id, status=status)
     if not ctx.actor.human:
         return ctx.json({"orders": orders})
-    return ctx.render("orders.html", orders=orders, only=status,
-                      statuses=TOOL.args["status"].choices)
+    return ctx.render(
+        "orders.html", orders=orders, only=status, statuses=TOOL.args["status"].choices
+    )

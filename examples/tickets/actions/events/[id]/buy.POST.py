@@ -23,11 +23,21 @@ def handle(ctx: rastrillo.Context):
     try:
         order_id = ticketing.buy(ctx.db, ctx.user_id, event["id"], ctx.args["quantity"])
     except rastrillo.ArgError as exc:
-        return ctx.respond("event.html", status=400, event=event, error=exc.errors["quantity"],
-                           max_per_order=ticketing.MAX_PER_ORDER)
+        return ctx.respond(
+            "event.html",
+            status=400,
+            event=event,
+            error=exc.errors["quantity"],
+            max_per_order=ticketing.MAX_PER_ORDER,
+        )
     except ticketing.OrderError as exc:
-        return ctx.respond("event.html", status=409, event=event, error=str(exc),
-                           max_per_order=ticketing.MAX_PER_ORDER)
+        return ctx.respond(
+            "event.html",
+            status=409,
+            event=event,
+            error=str(exc),
+            max_per_order=ticketing.MAX_PER_ORDER,
+        )
     if ctx.actor.human:
         return ctx.redirect(f"/orders/{order_id}")
     return ctx.json({"order": ticketing.get_order(ctx.db, ctx.user_id, str(order_id))}, status=201)
