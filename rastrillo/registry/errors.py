@@ -29,21 +29,42 @@ class ToolError(RastrilloError):
         return f"{type(self).__name__}: {self}"
 
 
+_NAMED = 5
+"""How many names a refusal quotes: a call may bring 50,000 undeclared args."""
+_NAME_SHOWN = 40
+"""How much of one quoted name (an arg's, or an unknown tool's) a refusal shows."""
+
+
+def _quoted(names: list[str]) -> str:
+    """The first :data:`_NAMED` names, each escaped (``repr``) and cut to
+    :data:`_NAME_SHOWN` characters, then how many more there are: the refusal is read by
+    the model, kept in the audit row and printed by ``rastrillo audit``, and a hostile
+    call must not make any of them as large as the call."""
+    shown = ", ".join(
+        repr(name) if len(name) <= _NAME_SHOWN else repr(name[:_NAME_SHOWN]) + "…"
+        for name in names[:_NAMED]
+    )
+    more = len(names) - _NAMED
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 class UnknownTool(ToolError):
     """The call names no tool in the registry."""
 
     def __init__(self, tool: str, known: Iterable[str]) -> None:
         self.tool = tool
         names = ", ".join(sorted(known)) or "none"
-        super().__init__(f"unknown tool {tool!r}; the tools are: {names}")
+        super().__init__(f"unknown tool {_quoted([tool])}; the tools are: {names}")
 
 
 class UnknownArg(ToolError):
-    """The call passes args the tool does not declare; none is silently dropped."""
+    """The call passes args the tool does not declare; none is silently dropped.
+
+    ``names`` holds them all, sorted; the message quotes the first few."""
 
     def __init__(self, tool: str, names: Iterable[str], declared: Iterable[str]) -> None:
         self.names = sorted(names)
-        listed = ", ".join(repr(n) for n in self.names)
+        listed = _quoted(self.names)
         allowed = ", ".join(sorted(declared)) or "none"
         super().__init__(f"tool {tool!r} takes no arg {listed}; its args are: {allowed}")
 

@@ -93,6 +93,16 @@ def test_every_dispatch_refused_or_run_appends_one_row(f):
     assert rows[7].outcome == "200" and rows[0].outcome.startswith("refused: UnknownTool")
 
 
+def test_a_flood_of_unknown_args_is_recorded_with_the_refusal_the_model_got(f):
+    flood = {f"x{i:05}": "1" for i in range(50_000)}
+    with pytest.raises(ToolError) as info:
+        run(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"} | flood, actor=AGENT))
+    [row] = audit.latest(f.app.db, limit=1)
+    assert row.refusal == f"UnknownArg: {info.value}"
+    assert row.refusal.endswith("'x00004' and 49995 more; its args are: id")
+    assert len(row.refusal) < 200
+
+
 def test_an_approved_write_records_who_approved_and_when(f):
     session = f.session("3")
     call = Call(

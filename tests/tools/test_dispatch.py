@@ -122,6 +122,28 @@ def test_unknown_args_are_all_named_sorted(f):
     assert "'aa', 'zz'" in str(info.value)
 
 
+def test_a_flood_of_unknown_args_is_refused_in_a_few_words(f):
+    # A model's call with 50,000 undeclared args (one of them long, one a terminal escape)
+    # is refused naming the first few, escaped, and how many more: not 400 KB of names.
+    flood = {f"x{i:05}": "1" for i in range(50_000)} | {"\x1b[2J": "1", "a" * 5000: "1"}
+    with pytest.raises(UnknownArg) as info:
+        call(f, "orders_id_get", {"id": "7"} | flood)
+    assert len(info.value.names) == 50_002
+    message = str(info.value)
+    assert message == (
+        "tool 'orders_id_get' takes no arg '\\x1b[2J', '"
+        + "a" * 40
+        + "'…, 'x00000', 'x00001', 'x00002' and 49997 more; its args are: id"
+    )
+
+
+def test_an_unknown_tool_of_any_length_is_named_in_a_few_words(f):
+    with pytest.raises(UnknownTool) as info:
+        call(f, "\u202e" + "t" * 100_000)
+    assert str(info.value).startswith("unknown tool '\\u202e" + "t" * 39 + "'…; the tools are: ")
+    assert len(str(info.value)) < 400
+
+
 def test_the_order_of_checks(f):
     # An unknown arg wins over a missing one and a bad value; a bad arg over a bad actor;
     # a bad actor over the consent gate.
