@@ -12,6 +12,7 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 
+from rastrillo.registry.backtrack import backtracking_problem
 from rastrillo.registry.pattern import pattern_problem
 
 UNSAFE_TEXT = (
@@ -240,7 +241,10 @@ def arg_problems(
             problems.append(("pattern", f"pattern applies to a str arg, not {name}"))
         elif not isinstance(pattern, str):
             problems.append(("pattern", "pattern must be a string"))
-        elif (problem := pattern_problem(pattern)) is not None:
+        elif (problem := pattern_problem(pattern)) is not None or (
+            (max_length is None or _fits(int, max_length))
+            and (problem := backtracking_problem(pattern, max_length)) is not None  # type: ignore[arg-type]
+        ):
             problems.append(("pattern", problem))
     if choices is not None:
         problems.extend(_choice_problems(type, choices))

@@ -1,0 +1,174 @@
+"""A declared pattern cannot let a model's value stall the server: a pattern Python's
+backtracking ``re`` could take exponential time on is refused when declared, and one whose
+time grows as a power of the value's length needs a ``max_length`` that keeps it small."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import rastrillo
+from rastrillo.registry.backtrack import backtracking_problem, cost
+from rastrillo.registry.declare import Arg
+from rastrillo.registry.pattern import compile_pattern
+from tests.generate.test_typed_reader import refusals
+
+EXPONENTIAL = [
+    r"^(a+)+$",
+    r"(x|x)*y",
+    r"(\w+\s?)*$",
+    r"^(\w+\s?)*$",
+    r"^(a|aa)*$",
+    r"^(a*)*$",
+    r"^(\d+)*$",
+    r"^([a-z]+-?)+$",
+    r"^((a|ab)(bc|c))*$",
+    r"^(\w+\.?)+@",
+    r"^_(__|.)+_$",
+    r"^(a{1,2})+$",
+    r"^(a+)\1*$",
+    r"^(?=(a+)+b)",
+    r"^([a-z0-9]+\.?)+[a-z]{2,}$",
+]
+"""Each can match some text in a number of ways that doubles with its length."""
+
+POLYNOMIAL = [
+    (r"^[^@\s]+@[^@\s]+\.[^@\s]+$", 2),  # a lax email: [^@\s] also reads the dot
+    (r"[a-z]+@", 2),  # unanchored: tried from every character
+    (r"^\d+\d+$", 2),
+    (r"^.*=.*$", 2),
+    (r"^a*a*a*b$", 3),
+]
+"""Each takes time growing as the value's length to the power given."""
+
+SAFE = [
+    r"^[a-z]+(-[a-z]+)*$",
+    r"^[a-z0-9]+(?:-[a-z0-9]+)*$",
+    r"^([a-z]+,)*[a-z]+$",
+    r"^(\d+,)*\d+$",
+    r"^[^,]+(,[^,]+)*$",
+    r"^\d{4}-\d{2}-\d{2}$",
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$",
+    r"^[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,}$",
+    r"^[\w.+-]+@[\w-]+\.[\w.-]+$",
+    r"^[a-z_][a-z0-9_]*$",
+    r"^[0-9]+$",
+    r"^[A-Z]{3}$",
+    r"^#[0-9a-fA-F]{6}$",
+    r"^\+?[0-9 ]{7,15}$",
+    r"^\d{5}(-\d{4})?$",
+    r"^-?\d+(\.\d{1,2})?$",
+    r"^(\d{1,3}\.){3}\d{1,3}$",
+    r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+    r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{1,30}$",
+    r"^https://[^\s/$.?#].[^\s]*$",
+    r"^[A-Za-z]+( [A-Za-z]+)*$",
+    r"^(?=.*\d)(?=.*[a-z]).{8,}$",
+    r"^(?:yes|no|maybe)$",
+    r"\bid\b",
+    r"\d",
+    r"\S+",
+]
+"""Ordinary patterns whose time grows no faster than the value's length."""
+
+
+@pytest.mark.parametrize("pattern", EXPONENTIAL)
+def test_a_pattern_that_can_take_exponential_time_is_refused_whatever_its_length(
+    pattern: str,
+) -> None:
+    assert cost(pattern).exponential
+    for max_length in (None, 30, 10):
+        problem = backtracking_problem(pattern, max_length)
+        assert problem is not None and "exponential time" in problem
+        assert "rewrite it so each character is read one way" in problem
+    with pytest.raises(ValueError, match="exponential time"):
+        Arg("a code", pattern=pattern)
+
+
+@pytest.mark.parametrize(("pattern", "power"), POLYNOMIAL)
+def test_a_pattern_whose_time_grows_as_a_power_needs_a_max_length_that_bounds_it(
+    pattern: str, power: int
+) -> None:
+    found = cost(pattern)
+    assert (found.exponential, found.power) == (False, power)
+    assert found.longest is not None and 100 < found.longest < 2000
+    problem = backtracking_problem(pattern, None)
+    assert problem is not None and f"to the power {power}" in problem
+    assert f"declare max_length={found.longest} or less" in problem
+    with pytest.raises(ValueError, match="max_length"):
+        Arg("a code", pattern=pattern)
+    with pytest.raises(ValueError, match=f"max_length={found.longest + 1}"):
+        Arg("a code", pattern=pattern, max_length=found.longest + 1)
+    assert Arg("a code", pattern=pattern, max_length=found.longest).max_length == found.longest
+
+
+@pytest.mark.parametrize("pattern", SAFE)
+def test_an_ordinary_pattern_is_declared_without_a_max_length(pattern: str) -> None:
+    assert cost(pattern).longest is None
+    assert Arg("a code", pattern=pattern).pattern == pattern
+
+
+def _hostile(length: int) -> list[str]:
+    """Values that make a backtracking search try its most ways: long runs of what a
+    repetition takes, ending in what the pattern refuses."""
+    runs = ["a", "1", "a.", "a,", "a-", "1,", "a ", "a@", "@a.", "1.", "aa1"]
+    return [(run * length)[:length] + end for run in runs for end in ("!", "\n", "")]
+
+
+@pytest.mark.parametrize("pattern", SAFE)
+def test_what_is_declared_searches_a_long_hostile_value_quickly(pattern: str) -> None:
+    compiled = compile_pattern(pattern)
+    for value in _hostile(50_000):
+        start = time.perf_counter()
+        compiled.search(value)
+        assert time.perf_counter() - start < 0.5, value[:10]
+
+
+@pytest.mark.parametrize(("pattern", "power"), POLYNOMIAL)
+def test_a_value_of_the_max_length_allowed_is_searched_quickly(pattern: str, power: int) -> None:
+    longest = cost(pattern).longest
+    assert longest is not None
+    compiled = compile_pattern(pattern)
+    for value in _hostile(longest):
+        start = time.perf_counter()
+        compiled.search(value[:longest])
+        assert time.perf_counter() - start < 0.5, value[:10]
+
+
+def test_a_pattern_too_intricate_to_check_is_refused() -> None:
+    pattern = r"(?:(?:[^a]?)?(?:\d{1,3}(?:ab|a)*(?:a|b)*)?a+){1,3}?(?:a|ab){1,3}c$"
+    start = time.perf_counter()
+    problem = backtracking_problem(pattern, None)
+    assert problem is not None and "too large or intricate to check" in problem
+    assert time.perf_counter() - start < 2
+
+
+def test_generate_names_the_file_and_line_of_a_slow_pattern() -> None:
+    code = """
+        import rastrillo
+        TOOL = rastrillo.Tool(
+            description="Buy.",
+            access=rastrillo.ToolWrite,
+            args={
+                "id": "the event",
+                "name": rastrillo.Arg("who", pattern=r"^(\\w+\\s?)*$"),
+                "mail": rastrillo.Arg("where", pattern=r"^[^@]+@[^@]+\\.[^@]+$"),
+                "note": rastrillo.Arg("what", pattern=r"^[^@]+@[^@]+\\.[^@]+$", max_length=254),
+            },
+            confirm="Buy {id}?",
+        )
+        """
+    [(line_name, name), (line_mail, mail)] = sorted(refusals(code), key=lambda p: p[0] or 0)
+    assert line_name == 8 and name.startswith("arg 'name': pattern '^(\\\\w+\\\\s?)*$' can take")
+    assert line_mail == 9 and "declare max_length=" in mail
+
+
+def test_a_refused_pattern_never_reaches_dispatch() -> None:
+    # The attack: a tool whose author wrote ^(\w+\s?)*$ and a model's thirty characters.
+    # The declaration itself fails, so no registry holds it and no call searches with it.
+    with pytest.raises(ValueError, match="exponential"):
+        rastrillo.Tool(
+            description="Greet.",
+            args={"name": rastrillo.Arg("who", pattern=r"^(\w+\s?)*$")},
+        )
