@@ -214,6 +214,8 @@ class SidecarLoop:
         self._lease_error: Exception | None = None
         self._holding: asyncio.Future[bool] | None = None
         """The last take or renewal of the lease, which may outlive a stop (see _release)."""
+        self._hold_sent = -math.inf
+        """When that take or renewal was sent."""
         self._signum: int | None = None
         self._stop: asyncio.Event
         self._force: asyncio.Event
@@ -362,16 +364,20 @@ class SidecarLoop:
         while True:
             if asked_at is None and self._stop.is_set():
                 asked_at = self._ask_to_stop(ctx, cancel)
-            timeout = self._renew_every if self.lease is not None else None
+            timeout = None
             if asked_at is not None:
-                left = asked_at + self.shutdown_grace - self.clock.monotonic()
-                if left <= 0:
+                timeout = asked_at + self.shutdown_grace - self.clock.monotonic()
+                if timeout <= 0:
                     return _Outcome(abandoned=True)
-                timeout = min(timeout, left) if timeout is not None else left
             watched: list[asyncio.Future[Any]] = [done, asyncio.ensure_future(self._force.wait())]
             if asked_at is None:
                 watched.append(asyncio.ensure_future(self._stop.wait()))
-            await asyncio.wait(watched, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if self.lease is not None and asked_at is None:
+                # Renew in time, and look again no later than the lease is surely ours.
+                renew_in = min(self._renew_every, self._surely_held_for())
+                await self.sleeper(max(0.0, renew_in), _woken_by(watched))
+            else:
+                await asyncio.wait(watched, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for waiter in watched[1:]:
                 waiter.cancel()
             if done.done():
@@ -381,7 +387,7 @@ class SidecarLoop:
             if (
                 self.lease is not None
                 and asked_at is None
-                and not await self._renew_lease()
+                and (self._surely_held_for() <= 0 or not await self._renew_lease())
                 and not self._stop.is_set()
             ):
                 log.error("sidecar: lease lost during a pass; asking the pass to stop")
@@ -429,35 +435,59 @@ class SidecarLoop:
     async def _renew_lease(self) -> bool:
         """Take the lease, or renew it once a third of its ttl has passed; False when not ours.
 
-        A database error counts as still held until two thirds of the ttl
-        have passed without a renewal, well before a standby may take over.
+        A renewal counts from when it was sent, not from its answer: the database may
+        have run it at any moment in between, and a standby may take over a ttl after
+        that. So the lease is surely ours for two thirds of the ttl after the last
+        renewal sent, well before a standby may take over; a renewal is awaited no
+        longer than that, and one that has not answered by then, or failed, loses it.
+        A take (as a standby, or once the lease was lost) waits as long as it takes.
         """
         assert self.lease is not None
-        since = self.clock.monotonic() - self._renewed_at
-        if since < self._renew_every:
+        if self.clock.monotonic() - self._renewed_at < self._renew_every:
             return True
-        holding = self._holding = in_daemon_thread(self.lease.hold)
+        renewing = self._surely_held_for()
+        if self._holding is None or self._holding.done():
+            self._hold_sent = self.clock.monotonic()
+            self._holding = in_daemon_thread(self.lease.hold)
+        holding, sent = self._holding, self._hold_sent
         stop = asyncio.ensure_future(self._stop.wait())
-        either: set[asyncio.Future[Any]] = {holding, stop}
+        wake = _woken_by([holding, stop])
         try:
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if renewing > 0:
+                await self.sleeper(renewing, wake)
+            else:
+                await wake.wait()
         finally:
             stop.cancel()
         if not holding.done():
-            return False  # stopping; a standby need not wait for a busy database
+            if not self._stop.is_set():  # a stop need not wait for a busy database
+                log.warning(
+                    "sidecar: lease renewal not answered within %.1f s; held=False", renewing
+                )
+                self._renewed_at = -math.inf
+            return False
         try:
             held = holding.result()
         except Exception as exc:
             self._lease_error = exc
-            held = since < self.lease.ttl * 2 / 3
-            if math.isfinite(since):  # renewing a lease held, not taking one
+            held = self._surely_held_for() > 0
+            if renewing > 0:  # renewing a lease held, not taking one
                 log.warning(
                     "sidecar: lease renewal failed (%s: %s); held=%s", type(exc).__name__, exc, held
                 )
+            if not held:
+                self._renewed_at = -math.inf
             return held
         self._lease_error = None
-        self._renewed_at = self.clock.monotonic() if held else -math.inf
-        return held
+        self._renewed_at = sent if held else -math.inf
+        return self._surely_held_for() > 0
+
+    def _surely_held_for(self) -> float:
+        """Seconds the lease is still surely this process's: two thirds of the ttl after the
+        last renewal sent that it answered (a third left over for the clocks and the
+        database); -inf when this process does not hold it."""
+        assert self.lease is not None
+        return self._renewed_at + self.lease.ttl * 2 / 3 - self.clock.monotonic()
 
     async def _record(
         self, ctx: PassContext, ok: bool, failures: int, next_due: datetime | None
@@ -506,6 +536,14 @@ class SidecarLoop:
         elif releasing.exception() is not None:
             exc = releasing.exception()
             log.warning("sidecar: could not release the lease (%s: %s)", type(exc).__name__, exc)
+
+
+def _woken_by(futures: list[asyncio.Future[Any]]) -> asyncio.Event:
+    """An event set once any of ``futures`` is done: what a `Sleeper` wakes on."""
+    wake = asyncio.Event()
+    for future in futures:
+        future.add_done_callback(lambda _: wake.set())
+    return wake
 
 
 def _set_once(future: asyncio.Future[_Outcome], outcome: _Outcome) -> None:

@@ -1,0 +1,183 @@
+"""The lease's renewal racing the database, to the second, on a fake clock.
+
+A real lease row on SQLite, measured on a clock that moves only when the test
+sleeper or a slow answer moves it. A scripted lease answers each hold at once,
+late (the statement ran, the answer took a while) or never (the database hangs),
+and the sleeper advances the clock only once every hold in flight has answered
+or hangs: so each run is the same, with no sleep and no wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from rastrillo.sidecar import Lease, PassContext, SidecarLoop
+from rastrillo.sidecar.lease import lease_table
+from rastrillo.storage import Database
+from rastrillo.testing import ManualClock
+
+TTL = 60.0  # renewed every 20 s; a renewal unanswered counts as lost 40 s after the last sent
+HANG = "hang"
+
+
+@dataclass(frozen=True)
+class Fail:
+    """A hold that fails (the database unreachable) after ``seconds``."""
+
+    seconds: float
+
+
+SAFETY = 10.0
+"""Real seconds a pass waits to be told to stop before it gives up: only so that a failing
+run ends; a passing run never waits on it."""
+
+
+Step = float | str | Fail
+
+
+class ScriptedLease(Lease):
+    """A real lease whose holds answer as the script says: after N seconds (the statement ran
+    at once, its answer arrives N seconds later), ``Fail(N)``, or ``HANG`` (no answer until
+    ``unhang``)."""
+
+    def __init__(self, db: Database, clock: ManualClock, script: list[Step]) -> None:
+        super().__init__(db, ttl=TTL)
+        self.clock = clock
+        self.script = script
+        self.unhang = threading.Event()
+        self.hanging = asyncio.Event()
+        self.aio = asyncio.get_running_loop()
+
+    def hold(self) -> bool:
+        step = self.script.pop(0) if self.script else 0.0
+        if step == HANG:
+            self.aio.call_soon_threadsafe(self.hanging.set)
+            self.unhang.wait()
+            return False
+        if isinstance(step, Fail):
+            self.clock.advance(step.seconds)
+            raise OSError("the database is unreachable")
+        held = super().hold()
+        self.clock.advance(float(step))
+        return held
+
+
+class Race:
+    """A sidecar loop with a scripted lease, a fake clock, and a record of each pass: when it
+    started, and whether the lease row then named this holder unexpired.
+
+    ``passes_return``: each pass returns at once (time stands still while it runs), rather
+    than running until it is told to stop (time moves on while it runs)."""
+
+    def __init__(self, tmp_path: Path, script: list[Step], *, passes_return: bool) -> None:
+        self.clock = ManualClock()
+        self.db = Database(str(tmp_path / "race.db"), clock=self.clock)
+        self.db.open()
+        self.script = script
+        self.passes_return = passes_return
+        self.passes: list[tuple[float, bool]] = []
+
+    def held_now(self) -> bool:
+        row = self.db.query_one(f"SELECT holder, expires_at FROM {lease_table.name}")
+        return row.holder == self.lease.holder and row.expires_at > self.clock.monotonic()
+
+    def record(self) -> None:
+        self.passes.append((self.clock.monotonic() - 1000.0, self.held_now()))
+
+    async def sleep(self, seconds: float, wake: asyncio.Event) -> None:
+        holding = self.loop._holding  # the hold in flight: time stands still until it settles
+        if holding is not None and not holding.done():
+            hangs = asyncio.ensure_future(self.lease.hanging.wait())
+            await asyncio.wait({holding, hangs}, return_when=asyncio.FIRST_COMPLETED)
+            hangs.cancel()
+        elif self.passes_return and wake is not self.loop._stop:  # a pass is running
+            await wake.wait()
+        if not wake.is_set():
+            self.clock.advance(seconds)
+
+    def run(self, pass_fn: Callable[[PassContext], datetime | None]) -> int:
+        async def main() -> int:
+            self.aio = asyncio.get_running_loop()
+            self.lease = ScriptedLease(self.db, self.clock, self.script)
+            self.loop = SidecarLoop(
+                pass_fn,
+                db=self.db,
+                lease=self.lease,
+                clock=self.clock,
+                sleeper=self.sleep,
+            )
+            return await self.loop.run(handle_signals=False)
+
+        return asyncio.run(main())
+
+    def stop(self) -> None:
+        self.lease.unhang.set()
+        self.aio.call_soon_threadsafe(self.loop.request_stop)
+
+
+def test_a_renewal_the_database_never_answers_stops_the_pass_before_the_lease_can_lapse(
+    tmp_path: Path,
+) -> None:
+    race = Race(tmp_path, [0.0, HANG], passes_return=False)
+    told: list[tuple[bool, float]] = []
+
+    def long_pass(ctx: PassContext) -> None:
+        race.record()
+        told.append((ctx.stopping.wait(SAFETY), race.clock.monotonic() - 1000.0))
+        race.stop()
+
+    assert race.run(long_pass) == 0
+    assert race.passes == [(0.0, True)]
+    # Renewed (sent) at 0, the next renewal sent at 20 hangs: at 40, two thirds of the ttl,
+    # the pass is told to stop, before a standby may take the lease at 60.
+    assert told == [(True, 40.0)]
+
+
+def test_a_renewal_answered_late_counts_from_when_it_was_sent(tmp_path: Path) -> None:
+    # The renewal sent at 20 runs at once but its answer arrives at 70: the row says the
+    # lease ends at 80. Counted from the answer, the holder would skip renewing at 85 (15 s
+    # after "renewing") and run a pass 5 s after the row lapsed, beside a standby's.
+    race = Race(tmp_path, [0.0, 50.0], passes_return=True)
+    due = [timedelta(seconds=25), timedelta(seconds=15), timedelta(seconds=15)]
+
+    def short_passes(ctx: PassContext) -> datetime | None:
+        race.record()
+        if not due:
+            race.stop()
+            return None
+        return race.clock.now() + due.pop(0)
+
+    assert race.run(short_passes) == 0
+    assert [at for at, _ in race.passes] == [0.0, 70.0, 85.0, 100.0]
+    assert all(held for _, held in race.passes), race.passes
+
+
+@pytest.mark.parametrize(
+    ("fails_after", "told_at"),
+    [
+        (5.0, 40.0),  # failed at 25, held until two thirds of the ttl after 0
+        (30.0, 50.0),  # failed at 50, already past them: lost as it fails
+    ],
+)
+def test_a_renewal_that_fails_keeps_the_lease_only_until_two_thirds_of_the_ttl(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fails_after: float, told_at: float
+) -> None:
+    race = Race(tmp_path, [0.0, Fail(fails_after)], passes_return=False)
+    told: list[tuple[bool, float]] = []
+
+    def long_pass(ctx: PassContext) -> None:
+        race.record()
+        told.append((ctx.stopping.wait(SAFETY), race.clock.monotonic() - 1000.0))
+        race.stop()
+
+    assert race.run(long_pass) == 0
+    assert told == [(True, told_at)]
+    assert "lease renewal failed (OSError: the database is unreachable)" in caplog.text
+    assert "lease lost during a pass" in caplog.text
