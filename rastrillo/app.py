@@ -165,6 +165,7 @@ class App:
                 version=options.version,
                 state_ttl=options.approval_ttl.total_seconds(),
                 call_limit=options.mcp_call_limit,
+                max_body=options.max_body,
             )
 
     @property
@@ -273,7 +274,7 @@ class App:
         route = match.route
         max_body = limits.limit_of(route.handle, self.options.max_body)
         if limits.declared_too_large(scope, max_body):
-            return _too_large(max_body)
+            return limits.too_large(max_body)
         request = Request(scope, limits.limited(receive, max_body))
         pending = pending_session(scope)
         if pending is not None and route.is_async:
@@ -284,7 +285,7 @@ class App:
         try:
             form = await _read_form(request, route, max_body, pending is not None)
         except limits.BodyTooLarge:
-            return _too_large(max_body)
+            return limits.too_large(max_body)
         except (MultiPartException, HTTPException) as exc:
             return PlainTextResponse(f"Bad form: {_detail(exc)}", status_code=400)
         except ClientDisconnect:  # nobody is left to read an answer
@@ -301,7 +302,7 @@ class App:
                         self._checked_handle, route, pending, request, match.params, form, tool
                     )
         except limits.BodyTooLarge:
-            return _too_large(max_body)
+            return limits.too_large(max_body)
         except ClientDisconnect:
             return Response(status_code=400)
         except ArgError as exc:
@@ -374,12 +375,6 @@ async def _read_form(
         return {}
     parsed = await request.form(max_part_size=max_body)
     return {k: v for k, v in parsed.multi_items() if isinstance(v, str)}
-
-
-def _too_large(max_body: int) -> Response:
-    return PlainTextResponse(
-        f"Request body too large: at most {max_body} bytes here.", status_code=413
-    )
 
 
 def _detail(exc: MultiPartException | HTTPException) -> str:

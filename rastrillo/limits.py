@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from starlette.responses import PlainTextResponse, Response
+
 if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope
 
@@ -36,6 +38,7 @@ __all__ = [
     "body_limit",
     "declared_too_large",
     "limited",
+    "too_large",
 ]
 
 DEFAULT_MAX_BODY = 1024 * 1024
@@ -193,3 +196,10 @@ def limited(receive: Receive, max_bytes: int) -> Receive:
         return message
 
     return receive_limited
+
+
+def too_large(max_bytes: int) -> Response:
+    """The 413 for a body over ``max_bytes``, on a form's route and on ``/mcp`` alike."""
+    return PlainTextResponse(
+        f"Request body too large: at most {max_bytes} bytes here.", status_code=413
+    )

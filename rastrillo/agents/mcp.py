@@ -64,7 +64,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rastrillo import threads, visible
+from rastrillo import limits, threads, visible
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.csrf import canonical_origin
@@ -205,7 +205,9 @@ class McpEndpoint:
         version: str,
         state_ttl: float = 600.0,
         call_limit: CallLimit | None = None,
+        max_body: int = limits.DEFAULT_MAX_BODY,
     ) -> None:
+        self._max_body = max_body
         self._settings = _Settings(app, list(defs), db, canonical_origin(origin))
         self._tools = [types.Tool.model_validate(t) for t in schemas(defs, "mcp")]
         self._schemas = {t.name: t.input_schema for t in self._tools}
@@ -292,7 +294,14 @@ class McpEndpoint:
             message = "Method Not Allowed: /mcp sends no server stream; POST each message"
             await PlainTextResponse(message, 405, headers={"Allow": "POST"})(scope, receive, send)
             return
-        await self._manager.handle_request(scope, receive, send)
+        # The transport reads the whole body into memory before it parses it: read it here
+        # first, held to Options.max_body as a form is, once the token is known good.
+        too_large = limits.declared_too_large(scope, self._max_body)
+        whole = None if too_large else await _read_whole(receive, self._max_body)
+        if whole is None:
+            await limits.too_large(self._max_body)(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, whole, send)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -567,11 +576,32 @@ async def _read_ahead(receive: Receive) -> tuple[bool, Receive]:
         except (ValueError, RecursionError):
             body = None
         tool_call = isinstance(body, dict) and body.get("method") == "tools/call"
+    return tool_call, _replay(read, receive)
+
+
+async def _read_whole(receive: Receive, max_bytes: int) -> Receive | None:
+    """A ``receive`` that gives the whole body again, read here; ``None`` once more than
+    ``max_bytes`` arrived (the rest is left unread)."""
+    read: list[Message] = []
+    bounded = limits.limited(receive, max_bytes)
+    more = True
+    while more:
+        try:
+            message = await bounded()
+        except limits.BodyTooLarge:
+            return None
+        read.append(message)
+        more = message["type"] == "http.request" and message.get("more_body", False)
+    return _replay(read, receive)
+
+
+def _replay(read: list[Message], receive: Receive) -> Receive:
+    """``receive`` that gives the messages already ``read`` first, then the rest."""
 
     async def replay() -> Message:
         return read.pop(0) if read else await receive()
 
-    return tool_call, replay
+    return replay
 
 
 def _no_stateless_termination(record: logging.LogRecord) -> bool:

@@ -461,11 +461,11 @@ def test_fuzzed_calls_reach_no_unregistered_handler_and_run_no_unapproved_write(
 
 
 def test_a_write_too_long_to_read_is_refused_before_any_approval(served):
-    """A model's megabyte of args would be an approval page no one reads: refused, with a
-    message the model can act on, and no approval asked."""
+    """A model's half megabyte of args would be an approval page no one reads: refused, with
+    a message the model can act on, and no approval asked (a body over max_body is 413)."""
     s = served
     token = s.alice.token("verbose")
-    answer = s.call(token, "notes_post", {"body": "x" * 1024 * 1024})["result"]
+    answer = s.call(token, "notes_post", {"body": "x" * 512 * 1024})["result"]
     assert answer["isError"] is True
     assert "at most 65,536 characters in all" in text(answer)
     asked = s.db.query_one(
