@@ -166,15 +166,24 @@ def database_url(db: str, base: Path | None = None) -> str:
     return f"sqlite:///{(base / db).resolve() if base is not None else db}"
 
 
-def _supported_url(url: str) -> URL:
+def supported_url(url: str) -> URL:
     """``url`` parsed, if it names a database the framework runs on: SQLite or PostgreSQL."""
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"cannot read the database URL: {exc}") from exc
-    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        shown = parsed.render_as_string(hide_password=True)
+    shown = parsed.render_as_string(hide_password=True)
+    backend = parsed.get_backend_name()
+    if backend == "postgres":  # Heroku's and libpq's spelling, which SQLAlchemy refuses
+        meant = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=True)
+        raise ConfigError(f"{shown}: SQLAlchemy reads no postgres:// URL; write {meant}")
+    if backend not in ("sqlite", "postgresql"):
         raise ConfigError(f"{shown}: Rastrillo runs on SQLite and PostgreSQL only")
+    if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ConfigError(
+            f"{shown}: each connection would open its own empty database in memory; "
+            "give a SQLite file (app.db) or a PostgreSQL URL"
+        )
     return parsed
 
 
@@ -232,7 +241,7 @@ class Database:
         at most their sum connections are open at once. SQLite opens what it needs."""
         self.url = database_url(url)
         self.clock = clock
-        parsed = _supported_url(self.url)
+        parsed = supported_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         # SQLite allows one writer per file: queue this process's writers here.
         self._write_lock: AbstractContextManager[object] = (
@@ -243,8 +252,8 @@ class Database:
         drain, which refuses new writes while it stops)."""
         self._file: _SQLiteFile | None = None
         if self.is_sqlite:
-            if parsed.database and parsed.database != ":memory:":
-                self._file = _SQLiteFile(Path(parsed.database).resolve())
+            assert parsed.database  # supported_url refused a database in memory
+            self._file = _SQLiteFile(Path(parsed.database).resolve())
             self.engine: Engine = create_engine(
                 self.url,
                 connect_args={"check_same_thread": False, "timeout": 10},

@@ -127,6 +127,19 @@ def test_sidecar_run_refuses_other_flags(app_dir: Path) -> None:
             "postgresql+psycopg://user:password@host/database\n",
         ),
         (
+            "postgres://app:s3cret@db/app",
+            "error: postgres://app:***@db/app: SQLAlchemy reads no postgres:// URL; "
+            "write postgresql+psycopg://app:***@db/app\n",
+        ),
+        *(
+            (
+                url,
+                f"error: {url}: each connection would open its own empty database in memory; "
+                "give a SQLite file (app.db) or a PostgreSQL URL\n",
+            )
+            for url in ("sqlite:///:memory:", "sqlite://", "sqlite:///")
+        ),
+        (
             "://app",
             "error: cannot read the database URL: Could not parse SQLAlchemy URL from "
             "given URL string\n",
@@ -140,6 +153,8 @@ def test_a_database_url_rastrillo_cannot_use_is_one_line_with_no_password(
     from rastrillo.loader import load_options
 
     assert run(load_options(app_dir), ["--db", url]) == 1
+    assert capsys.readouterr().err == error
+    assert main(["audit", "--app", str(app_dir), "--db", url]) == 1
     assert capsys.readouterr().err == error
 
 

@@ -54,9 +54,12 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def may_exist(url: str) -> bool:
-    """False for a SQLite file that is not there (opening it would create it)."""
-    from sqlalchemy.engine import make_url
+    """False for a SQLite file that is not there (opening it would create it); a URL
+    the framework cannot run on raises `ConfigError`, as opening it would."""
+    from rastrillo.storage import supported_url
 
-    parsed = make_url(url)
-    file = parsed.database
-    return parsed.get_backend_name() != "sqlite" or not file or Path(file).is_file()
+    parsed = supported_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return True
+    assert parsed.database  # supported_url refused a database in memory
+    return Path(parsed.database).is_file()

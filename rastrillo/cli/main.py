@@ -7,6 +7,7 @@ a traceback only with ``--traceback``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from rastrillo.errors import GenerateError, RastrilloError
 from rastrillo.visible import for_terminal
 
 _COMMANDS = ("new", "generate", "dev", "tools", "audit", "agents")
+_SIGPIPE_STATUS = 128 + 13  # as a shell reports a tool SIGPIPE ended; no `signal` import
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -101,7 +103,23 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run the command ``argv`` names; its exit status.
+
+    Output into a pipe whose reader has gone (``| head -1``) ends the command as
+    ``SIGPIPE`` ends a Unix tool: quietly, status 141. stdout is flushed inside,
+    and pointed at /dev/null after, so the interpreter's own flush at exit cannot
+    fail again (the Python docs' "Note on SIGPIPE").
+    """
+    try:
+        status = _run(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _SIGPIPE_STATUS
+    return status
+
+
+def _run(argv: Sequence[str]) -> int:
     args = build_parser(_command(argv)).parse_args(argv)
     try:
         return int(args.func(args))

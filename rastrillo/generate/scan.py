@@ -39,7 +39,11 @@ def scan_actions(app_dir: Path) -> tuple[list[ActionFile], list[Problem]]:
     problems: list[Problem] = []
     actions: list[ActionFile] = []
     if not root.is_dir():
-        return [], [Problem(ACTIONS_DIR, None, "no actions/ folder here")]
+        expected = (
+            "no actions/ folder, where an app keeps one file per route "
+            "(actions/index.GET.py answers GET /): give the app's folder, or run this in it"
+        )
+        return [], [Problem(str(app_dir.resolve()), None, expected)]
     # A syntax tree holds no reference cycle and is freed as soon as its file is read,
     # but the tens of thousands of nodes a large app parses set off the cycle collector
     # again and again, each time walking every object alive: a fiftieth of the command.

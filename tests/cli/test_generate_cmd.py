@@ -30,3 +30,19 @@ def test_a_hostile_file_name_in_a_problem_is_printed_escaped(
     assert len(problems) == 1, err
     assert "actions/evil\\x1b]0;owned\\x07\\x85\\u2028fake.GET.oops.PUSH.py: " in problems[0]
     assert not any(visible.is_hidden(c) for line in lines for c in line)
+
+
+def test_a_folder_without_actions_is_named_with_what_generate_expected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newcomer runs ``rastrillo generate`` one folder too high, or in a folder whose name
+    holds an ESC sequence: the line names the folder looked in, escaped, and what it lacks."""
+    folder = tmp_path / "not\x1b[2Jan app"
+    folder.mkdir()
+    assert main(["generate", str(folder)]) == 1
+    shown = visible.for_terminal(str(folder))
+    assert capsys.readouterr().err == (
+        f"{shown}: no actions/ folder, where an app keeps one file per route "
+        "(actions/index.GET.py answers GET /): give the app's folder, or run this in it\n"
+        "1 problem; gen/ left as it was\n"
+    )
