@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_GRANT_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -24,29 +25,43 @@ class Actor:
 
     A browser request has a human actor; a dispatched tool call has an agent
     actor (``Actor.agent(name)``) carrying the user it acts for and, on an
-    approved write, the approval.
+    approved write, the approval. An agent connected through a grant (MCP, a
+    personal token) carries the grant's id too: it is a different agent from the
+    app's own in-process agent of the same name, and from another grant's.
     """
 
     human: bool = True
     name: str = ""
     user_id: str | None = None
     approval: Approval | None = None
+    grant: str | None = None
+    """The id of the grant the agent calls through; None for the app's own agent."""
 
     @classmethod
-    def agent(cls, name: str) -> Actor:
+    def agent(cls, name: str, *, grant: str | None = None) -> Actor:
         """A named agent; the name is letters, digits, `_`, `.` or `-` (max 64)."""
-        return cls(human=False, name=name)
+        return cls(human=False, name=name, grant=grant)
 
     @property
     def is_named_agent(self) -> bool:
+        """An agent whose name (and grant id, if any) is well formed."""
         return (
             not self.human
             and isinstance(self.name, str)
             and _AGENT_NAME.fullmatch(self.name) is not None
+            and (self.grant is None or _GRANT_ID.fullmatch(str(self.grant)) is not None)
         )
 
     def __str__(self) -> str:
-        return "human" if self.human else f"agent:{self.name}"
+        """The agent's identity, which approvals and audit rows are bound to:
+        ``agent:assistant``, or ``agent:assistant (grant 1f…)`` through a grant."""
+        if self.human:
+            return "human"
+        return (
+            f"agent:{self.name}"
+            if self.grant is None
+            else f"agent:{self.name} (grant {self.grant})"
+        )
 
     def describe(self) -> str:
         """Who did it, for a record an app keeps: ``agent:concierge for user 3, approved

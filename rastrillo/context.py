@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -67,8 +68,7 @@ class Context:
             self.actor: Actor = Actor(human=True, user_id=self.user_id)
         elif marker.actor.user_id != self.user_id:
             # A read's session is resolved by the session middleware, after dispatch.
-            actor = marker.actor
-            self.actor = Actor(actor.human, actor.name, self.user_id, actor.approval)
+            self.actor = dataclasses.replace(marker.actor, user_id=self.user_id)
         else:
             self.actor = marker.actor
 

@@ -203,8 +203,8 @@ class Grant:
 
     @property
     def actor(self) -> Actor:
-        """The agent this grant acts as (``Actor.agent(agent)``)."""
-        return Actor.agent(self.agent)
+        """The agent this grant acts as: its name, bound to this grant's id."""
+        return Actor.agent(self.agent, grant=self.id)
 
 
 @dataclass(frozen=True)
@@ -441,9 +441,9 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
     """Revoke a grant and so every token of it; True when this call revoked it.
 
     With ``user_id``, only that user's grant (the agents page passes the signed-in
-    user, so one user cannot revoke another's grant by its id). The agent's approvals
-    that were still to be used end with it (:func:`consent.end_agent`): an approval binds
-    the agent by name, and a grant made later under the same name must not inherit them.
+    user, so one user cannot revoke another's grant by its id). The grant's approvals
+    that were still to be used end with it (:func:`consent.end_agent`): what the user
+    approved for it must not wait on in the store for nothing.
     """
     condition = [grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)]
     if user_id is not None:
@@ -457,7 +457,8 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
         if done.rowcount:
             assert grant is not None
             conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == grant_id))
-            consent.end_agent(conn, now, user_id=grant.user_id, agent=grant.agent)
+            actor = Actor.agent(grant.agent, grant=grant_id)
+            consent.end_agent(conn, now, user_id=grant.user_id, actor=str(actor))
         link = grant_sessions_table
         ended = select(link.c.session_digest).where(link.c.grant_id == grant_id)
         conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))

@@ -65,7 +65,6 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import limits, threads, visible
-from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.csrf import canonical_origin
 from rastrillo.errors import ConfigError
@@ -361,7 +360,7 @@ class McpEndpoint:
         # The agent claims no user of its own: a call acts for the user whose session it
         # carries, the grant's. So dispatch does not look a read's session up before the
         # app runs; the app checks it in the thread hop the read has anyway.
-        actor = Actor.agent(grant.agent)
+        actor = grant.actor
         for attempt in (1, 2):
             session = self._sessions.get(grant.id)
             if session is None:

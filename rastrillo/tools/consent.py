@@ -34,7 +34,7 @@ from sqlalchemy import (
     update,
 )
 
-from rastrillo.actor import Actor, Approval
+from rastrillo.actor import Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
 from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import Arg, ArgValue
@@ -394,17 +394,17 @@ def settle(
     return Approval(id=approval_id, approved_by=approved_by, approved_at=approved_at)
 
 
-def end_agent(conn: Connection, now: datetime, *, user_id: str, agent: str) -> None:
+def end_agent(conn: Connection, now: datetime, *, user_id: str, actor: str) -> None:
     """End, in the caller's write transaction, the approvals still to be used of one agent
-    acting for one user: its grant was revoked, and what the user approved or was asked
-    for it must not run for whoever takes its name next. Pending and approved ones expire
-    now; used, declined and expired ones stay as they are."""
+    (its identity, ``str(Actor)``) acting for one user: its grant was revoked, and what
+    the user approved or was asked for it will never run. Pending and approved ones
+    expire now; used, declined and expired ones stay as they are."""
     table = approvals_table
     conn.execute(
         update(table)
         .where(
             table.c.user_id == user_id,
-            table.c.actor == str(Actor.agent(agent)),
+            table.c.actor == actor,
             table.c.used_at.is_(None),
             table.c.status.in_(("pending", "approved")),
             table.c.expires_at > now,

@@ -256,7 +256,9 @@ def _marker(
     canonical args and its form fields."""
     actor = call.actor
     if type(actor) is not Actor or user_id != actor.user_id or approval is not None:
-        actor = Actor(human=False, name=actor.name, user_id=user_id, approval=approval)
+        actor = Actor(
+            human=False, name=actor.name, user_id=user_id, approval=approval, grant=actor.grant
+        )
     # Positional (a marker is made for every call), in the fields' order.
     return ToolCallMarker(
         actor,

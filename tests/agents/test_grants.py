@@ -70,7 +70,7 @@ def test_an_access_token_authenticates_its_grant_and_notes_the_use(db, clock):
         "Claude Code",
         "client-1",
     )
-    assert str(found.actor) == "agent:claude"
+    assert str(found.actor) == f"agent:claude (grant {grant.id})"
     assert grants.get_grant(db, grant.id).last_used_at == clock.now()
     clock.advance(timedelta(seconds=30).total_seconds())  # touched at most once a minute
     grants.authenticate(db, tokens.access_token)
@@ -253,11 +253,14 @@ def test_no_grant_may_take_the_tool_consoles_agent_name(db, agent):
 
 
 def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
-    """An approval binds the agent by its name: once the grant is revoked, a grant made
-    later under the same name redeems nothing the user approved or was asked for the old
-    one. Other agents' and other users' approvals are left as they were."""
+    """Revoking a grant ends what the user approved or was asked for it: a grant made
+    later under the same name is another agent and redeems none of it. The app's own
+    in-process agent of that name, other grants and other users keep theirs."""
+    grant = oauth_grant(db)
+    mine = str(grant.actor)
+    assert mine == f"agent:claude (grant {grant.id})"
 
-    def ask(body: str, actor: str = "agent:claude", user: str = "3") -> consent.ApprovalRecord:
+    def ask(body: str, actor: str = mine, user: str = "3") -> consent.ApprovalRecord:
         return consent.request_approval(
             db,
             tool="notes_post",
@@ -267,7 +270,7 @@ def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
             user_id=user,
         )
 
-    def settle(body: str, approval: str | None) -> object:
+    def settle(body: str, approval: str | None, actor: str) -> object:
         with db.driver_write() as tx:
             return consent.settle(
                 tx,
@@ -275,26 +278,31 @@ def test_revoking_a_grant_ends_its_agents_approvals_still_to_be_used(db, clock):
                 approval,
                 tool="notes_post",
                 args={"body": body},
-                actor="agent:claude",
+                actor=actor,
                 user_id="3",
                 sentence=f"Post {body}?",
             )
 
-    grant = oauth_grant(db)
     approved, pending = ask("approved"), ask("pending")
     consent.decide(db, "3", approved.id, True)
-    others = [ask("approved", actor="agent:openai"), ask("approved", user="4")]
+    others = [
+        ask("approved", actor="agent:claude"),  # the app's own, in-process
+        ask("approved", actor="agent:openai"),
+        ask("approved", user="4"),
+    ]
     for other in others:
         consent.decide(db, other.user_id, other.id, True)
     assert grants.revoke(db, grant.id, user_id="3")
     now = clock.now()
     assert [consent.get(db, a.id).state(now) for a in (approved, pending)] == ["expired"] * 2
-    assert [consent.get(db, a.id).state(now) for a in others] == ["approved"] * 2
-    oauth_grant(db)  # "claude" again, a new grant
-    assert settle("approved", approved.id) is None  # refused: expired
-    asked = settle("approved", None)  # the identical call is asked anew
+    assert [consent.get(db, a.id).state(now) for a in others] == ["approved"] * 3
+    again = str(oauth_grant(db).actor)  # "claude" again, a new grant
+    assert again != mine
+    assert settle("approved", approved.id, again) is None  # refused
+    assert settle("approved", others[0].id, again) is None  # the in-process agent's
+    asked = settle("approved", None, again)  # the identical call is asked anew
     assert isinstance(asked, consent.ApprovalRecord) and asked.status == "pending"
-    assert asked.id not in (approved.id, pending.id)
+    assert asked.id not in (approved.id, pending.id, others[0].id)
 
 
 def test_a_token_is_looked_up_at_the_drivers_level(tmp_path, clock):

@@ -87,6 +87,9 @@ def test_list_read_write_approve_revoke(served, offer, revision):
         await anyio.to_thread.run_sync(alice.decide, params.url)
         return types.ElicitResult(action="accept")
 
+    [grant] = grants.list_grants(db, "3")
+    who = f"agent:claude (grant {grant.id})"
+
     async def session() -> None:
         async with connect(url, token, revision, elicit) as client:
             assert client.protocol_version == revision
@@ -98,7 +101,7 @@ def test_list_read_write_approve_revoke(served, offer, revision):
 
             read = await client.call_tool("notes_get", {})
             assert not read.is_error
-            assert read.structured_content == {"notes": [], "user": "3", "actor": "agent:claude"}
+            assert read.structured_content == {"notes": [], "user": "3", "actor": who}
 
             write = await client.call_tool("notes_post", {"body": "buy milk"})
             if revision == MODERN:
@@ -116,12 +119,11 @@ def test_list_read_write_approve_revoke(served, offer, revision):
             assert not write.is_error, text(write)
             assert write.structured_content["added"] == "buy milk"
             assert write.structured_content["by"].startswith(
-                "agent:claude for user 3, approved by user 3 at "
+                f"{who} for user 3, approved by user 3 at "
             )
             notes = (await client.call_tool("notes_get", {})).structured_content["notes"]
             assert [n["body"] for n in notes] == ["buy milk"]
 
-            [grant] = grants.list_grants(db, "3")
             assert grants.revoke(db, grant.id, user_id="3")
             with pytest.raises(MCPError):
                 await client.call_tool("notes_get", {})
@@ -134,7 +136,7 @@ def test_list_read_write_approve_revoke(served, offer, revision):
 
     anyio.run(session)
     rows = [r for r in audit.latest(db, limit=50) if r.tool == "notes_post" and r.status == 201]
-    assert len(rows) == 1 and rows[0].actor == "agent:claude" and rows[0].user_id == "3"
+    assert len(rows) == 1 and rows[0].actor == who and rows[0].user_id == "3"
     assert rows[0].client == "personal token"
 
 

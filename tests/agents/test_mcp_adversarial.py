@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import anyio
 import httpx
@@ -22,7 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from rastrillo.agents import grants
+from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.storage import Database
+from rastrillo.testing import TestApp
+from rastrillo.tools import ConfirmRequired
 from tests.agents.mcp_app import Person, make_app
 from tests.support import Server, free_port
 
@@ -31,8 +36,8 @@ HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Versio
 
 
 class Served:
-    def __init__(self, server: Server, db: Database) -> None:
-        self.server, self.db = server, db
+    def __init__(self, server: Server, db: Database, app_dir: Path) -> None:
+        self.server, self.db, self.app_dir = server, db, app_dir
         self.url = server.base_url + "/mcp"
         self.alice = Person(server.base_url, db, "3")
         self.bob = Person(server.base_url, db, "4")
@@ -64,7 +69,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     db = Database(str(app_dir / "app.db"))
     db.execute("INSERT INTO notes (owner, body) VALUES ('3', 'alice private')")
     try:
-        yield Served(server, db)
+        yield Served(server, db, app_dir)
     finally:
         server.stop()
         db.dispose()
@@ -102,7 +107,8 @@ def test_another_users_token_never_acts_for_this_user(served):
 def test_a_token_for_one_agent_cannot_act_as_another(served):
     s = served
     claude, other = s.alice.token("claude-code"), s.alice.token("other")
-    assert s.call(other, "notes_get", {})["result"]["structuredContent"]["actor"] == "agent:other"
+    actor = s.call(other, "notes_get", {})["result"]["structuredContent"]["actor"]
+    assert re.fullmatch(r"agent:other \(grant [0-9a-f]{32}\)", actor)
     propose_and_approve(s, claude, s.alice, "claude's note")
     answer = s.call(other, "notes_post", {"body": "claude's note"})["result"]
     assert answer["isError"] is True  # a new proposal by "other", not claude's approval
@@ -115,6 +121,49 @@ def test_a_token_for_one_agent_cannot_act_as_another(served):
         refused = s.call(claude, "notes_post", smuggled)["result"]
         assert refused["isError"] is True and "takes no arg" in text(refused)
     assert s.call(claude, "notes_post", {"body": "claude's note"})["result"]["isError"] is False
+
+
+def test_a_grant_and_an_in_process_agent_of_one_name_share_no_approval(served, tmp_path):
+    """The app dispatches in-process as ``Actor.agent("assistant")``; a grant is named
+    "assistant" too. Each is its own agent: an approval one was given is never redeemed,
+    nor named again, by the other, and the approval page and the audit log tell them
+    apart by the grant."""
+    s = served
+    token = s.alice.token("assistant")
+    [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == "assistant"]
+    who = f"agent:assistant (grant {grant.id})"
+    in_process = TestApp(s.app_dir, tmp_path, db=str(s.app_dir / "app.db"))
+    assistant = in_process.agent("assistant", "3")
+    # The in-process agent's approved write: the grant's identical call is asked anew.
+    pending = assistant.needs_confirmation("notes_post", {"body": "in-process note"})
+    assistant.approve(pending)
+    asked = s.call(token, "notes_post", {"body": "in-process note"})["result"]
+    assert asked["isError"] is True
+    theirs = asked["_meta"]["rastrillo/approval"]["url"].rsplit("/", 1)[1]
+    assert theirs != pending.approval_id
+    assert ("3", "in-process note") not in s.notes()
+    # Each redeems its own, once; then the in-process agent's identical call is asked
+    # anew, and naming the grant's approved approval is refused.
+    s.alice.decide(asked["_meta"]["rastrillo/approval"]["url"])
+    assert assistant.call("notes_post", {"body": "in-process note"}, approval=pending).status == 201
+    with pytest.raises(ConfirmRequired) as again:
+        assistant.call("notes_post", {"body": "in-process note"})
+    assert again.value.approval_id not in (pending.approval_id, theirs)
+    with pytest.raises(ApprovalInvalid, match="actor"):
+        assistant.call("notes_post", {"body": "in-process note"}, approval=theirs)
+    assert s.call(token, "notes_post", {"body": "in-process note"})["result"]["isError"] is False
+    assert s.notes().count(("3", "in-process note")) == 2
+    with s.alice.browser() as browser:
+        page = browser.get(f"/_rastrillo/approvals/{theirs}").text
+    assert f"grant {grant.id}" in page
+    actors = {
+        r.actor
+        for r in s.db.query(
+            "SELECT actor FROM rastrillo_audit WHERE tool = 'notes_post' AND args LIKE :a",
+            a="%in-process note%",
+        )
+    }
+    assert actors == {"agent:assistant", who}
 
 
 @contextlib.asynccontextmanager
@@ -468,14 +517,10 @@ def test_a_write_too_long_to_read_is_refused_before_any_approval(served):
     answer = s.call(token, "notes_post", {"body": "x" * 512 * 1024})["result"]
     assert answer["isError"] is True
     assert "at most 65,536 characters in all" in text(answer)
-    asked = s.db.query_one(
-        "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
-    )
+    asked = s.db.query_one("SELECT count(*) AS n FROM rastrillo_approvals WHERE agent = 'verbose'")
     assert asked.n == 0
     assert s.call(token, "notes_post", {"body": "x" * 1000})["result"]["isError"] is True
     assert (
-        s.db.query_one(
-            "SELECT count(*) AS n FROM rastrillo_approvals WHERE actor = 'agent:verbose'"
-        ).n
+        s.db.query_one("SELECT count(*) AS n FROM rastrillo_approvals WHERE agent = 'verbose'").n
         == 1
     )

@@ -69,7 +69,7 @@ class Served:
             return conn.exec_driver_sql(query.replace(":u", "?"), (user_id,)).scalar_one()
 
     def audit_rows(self, agent: str) -> int:
-        return sum(r.actor == f"agent:{agent}" for r in audit.latest(self.app.db, limit=10_000))
+        return sum(r.agent == agent for r in audit.latest(self.app.db, limit=10_000))
 
 
 def serve(tmp_path: Path, limit: CallLimit | None) -> Iterator[Served]:

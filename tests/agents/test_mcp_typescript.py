@@ -76,7 +76,8 @@ def test_list_read_write_approve_with_the_typescript_client(tmp_path, serve, nod
         assert sorted(tools) == ["notes_get", "notes_id_get", "notes_post"]
         assert tools["notes_post"]["annotations"]["readOnlyHint"] is False
         read = client.send({"call": "notes_get", "args": {}})["result"]
-        assert read["structuredContent"]["actor"] == "agent:ts-agent"
+        [grant] = grants.list_grants(db, "3")
+        assert read["structuredContent"]["actor"] == f"agent:ts-agent (grant {grant.id})"
         write = client.send({"call": "notes_post", "args": {"body": "from node"}})["result"]
         assert write["isError"] is True
         url = write["_meta"]["rastrillo/approval"]["url"]
@@ -86,7 +87,6 @@ def test_list_read_write_approve_with_the_typescript_client(tmp_path, serve, nod
         assert not ran.get("isError") and ran["structuredContent"]["added"] == "from node"
         again = client.send({"call": "notes_post", "args": {"body": "from node"}})["result"]
         assert again["isError"] is True  # used once: a new proposal
-        [grant] = grants.list_grants(db, "3")
         grants.revoke(db, grant.id)
         refused = client.send({"call": "notes_get", "args": {}})
         assert refused["step"] == "error" and "invalid_token" in refused["message"]
