@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -35,6 +36,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     delete,
+    event,
     func,
     select,
     update,
@@ -55,6 +57,7 @@ from rastrillo.tools import consent
 
 __all__ = [
     "ACCESS_TTL",
+    "LIVE_NAME",
     "PERSONAL_TTL",
     "REFRESH_TTL",
     "RESERVED_AGENTS",
@@ -76,6 +79,7 @@ __all__ = [
     "revoke",
     "revoke_token",
     "rotate_refresh",
+    "unused_name",
 ]
 
 ACCESS_TTL = timedelta(hours=1)
@@ -113,6 +117,55 @@ grants_table = Table(
     Column("revoked_at", Instant),
     Index("rastrillo_agent_grants_user", "user_id"),
 )
+LIVE_NAME = Index(
+    "rastrillo_agent_grants_live_name",
+    grants_table.c.user_id,
+    grants_table.c.agent,
+    unique=True,
+    sqlite_where=grants_table.c.revoked_at.is_(None),
+    postgresql_where=grants_table.c.revoked_at.is_(None),
+)
+"""One live grant per agent name per user, held by the database too. It holds the exact
+name (SQLAlchemy cannot read an index on ``lower(agent)`` back from SQLite, so the
+start-up check would not see it made); "in any case" is :func:`create_grant`'s check,
+made in a serialised transaction."""
+
+
+@event.listens_for(LIVE_NAME, "before_create")
+def _rename_duplicates(index: Index, conn: Connection, **_: object) -> None:
+    """A database made before :data:`LIVE_NAME` may hold live grants of one user sharing a
+    name: the oldest keeps it, each other takes the first free ``name-N``, so the index is
+    made and the app starts (its approvals and audit rows know a grant by its id)."""
+    table = grants_table
+    rows = conn.execute(
+        select(table.c.id, table.c.user_id, table.c.agent)
+        .where(table.c.revoked_at.is_(None))
+        .order_by(table.c.created_at, table.c.id)
+    ).all()
+    kept: dict[str, set[str]] = {}
+    duplicates = []
+    for row in rows:
+        names = kept.setdefault(row.user_id, set())
+        if row.agent.lower() in names:
+            duplicates.append(row)
+        else:
+            names.add(row.agent.lower())
+    for row in duplicates:
+        name = unused_name(row.agent, kept[row.user_id])
+        kept[row.user_id].add(name.lower())
+        conn.execute(update(table).where(table.c.id == row.id).values(agent=name))
+
+
+def unused_name(name: str, taken: Collection[str]) -> str:
+    """``name``, else ``name-2``, ``name-3``… (cut to 64 characters): the first that is
+    none of ``taken``, in any case."""
+    taken = {t.lower() for t in taken}
+    found, number = name, 1
+    while found.lower() in taken:
+        number += 1
+        suffix = f"-{number}"
+        found = (name[: 64 - len(suffix)].rstrip("-._") or "agent") + suffix
+    return found
 
 
 def _grant_id() -> Column[str]:

@@ -227,13 +227,7 @@ class PendingAuthorization:
         """
         taken = {t.lower() for t in taken} | grants.RESERVED_AGENTS
         slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
-        name = slug[:64].rstrip("-._") or "agent"
-        number = 1
-        while name in taken:
-            number += 1
-            suffix = f"-{number}"
-            name = (slug[: 64 - len(suffix)].rstrip("-._") or "agent") + suffix
-        return name
+        return grants.unused_name(slug[:64].rstrip("-._") or "agent", taken)
 
 
 def pending(db: Database, request_id: str) -> PendingAuthorization | None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
 
 from rastrillo.agents import grants
 from rastrillo.agents.grants import GrantError
@@ -367,3 +368,52 @@ def test_of_grants_made_at_once_under_one_name_exactly_one_is_made(db_url, clock
     finally:
         for database in databases:
             database.dispose()
+
+
+def test_a_database_holding_live_grants_of_one_name_is_upgraded_when_opened(db_url, clock):
+    """The database holds it: one live grant per agent name per user is a unique index.
+    A database made before it, holding such duplicates, opens all the same: the oldest
+    keeps the name, the others take the first free ``name-N``, in any case."""
+    db = Database(db_url, clock=clock)
+    db.open()
+    db.execute(f"DROP INDEX {grants.LIVE_NAME.name}")
+    rows = [
+        ("g1", "3", "claude", None),
+        ("g2", "3", "Claude", None),
+        ("g3", "3", "claude", None),
+        ("g4", "3", "claude-2", None),
+        ("g5", "3", "claude", "revoked"),
+        ("g6", "4", "claude", None),
+    ]
+    for number, (grant_id, user, agent, revoked) in enumerate(rows):
+        at = clock.now() + timedelta(seconds=number)
+        db.execute(
+            "INSERT INTO rastrillo_agent_grants (id, user_id, agent, client, created_at, "
+            "revoked_at) VALUES (:i, :u, :a, 'c', :at, :r)",
+            i=grant_id,
+            u=user,
+            a=agent,
+            at=at,
+            r=at if revoked else None,
+        )
+    db.dispose()
+    again = Database(db_url, clock=clock)
+    again.open()
+    try:
+        names = {g.id: g.agent for g in grants.list_grants(again, include_revoked=True)}
+        assert names == {
+            "g1": "claude",
+            "g2": "Claude-3",
+            "g3": "claude-4",
+            "g4": "claude-2",
+            "g5": "claude",
+            "g6": "claude",
+        }
+        with pytest.raises(IntegrityError):
+            again.execute(
+                "INSERT INTO rastrillo_agent_grants (id, user_id, agent, client, created_at) "
+                "VALUES ('g7', '3', 'claude', 'c', :at)",
+                at=clock.now(),
+            )
+    finally:
+        again.dispose()
