@@ -9,32 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from rastrillo.limits import DEFAULT_MAX_BODY
-from rastrillo.storage import Database
-from tests.agents.mcp_app import Person, make_app
-from tests.support import Server, free_port
-
-HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2025-11-25",
-    "Content-Type": "application/json",
-}
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    app_dir = make_app(tmp_path_factory.mktemp("mcp_body") / "app")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = Server(app_dir, ["--addr", f"127.0.0.1:{port}"], base)
-    db = Database(str(app_dir / "app.db"))
-    try:
-        yield base + "/mcp", Person(base, db, "3").token("claude")
-    finally:
-        server.stop()
-        db.dispose()
+from tests.redteam.conftest import HEADERS, Served
 
 
 def padded_call(size: int) -> bytes:
@@ -44,33 +21,30 @@ def padded_call(size: int) -> bytes:
     return head + b"x" * (size - len(head) - len(tail)) + tail
 
 
-def post(url: str, token: str, content: bytes | Iterator[bytes]) -> httpx.Response:
-    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+def post(served: Served, content: bytes | Iterator[bytes]) -> httpx.Response:
+    headers = {**HEADERS, "Authorization": f"Bearer {served.token}"}
     with httpx.Client(timeout=30) as http:
-        return http.post(url, content=content, headers=headers)
+        return http.post(served.url, content=content, headers=headers)
 
 
-def test_a_declared_body_over_max_body_is_413(served: tuple[str, str]) -> None:
-    url, token = served
-    answer = post(url, token, padded_call(DEFAULT_MAX_BODY + 1))
+def test_a_declared_body_over_max_body_is_413(served: Served) -> None:
+    answer = post(served, padded_call(DEFAULT_MAX_BODY + 1))
     assert answer.status_code == 413, answer.text
     assert answer.text == f"Request body too large: at most {DEFAULT_MAX_BODY} bytes here."
 
 
-def test_a_chunked_body_over_max_body_is_413(served: tuple[str, str]) -> None:
-    url, token = served
+def test_a_chunked_body_over_max_body_is_413(served: Served) -> None:
     body = padded_call(DEFAULT_MAX_BODY + 1)
 
     def chunks() -> Iterator[bytes]:
         for start in range(0, len(body), 64 * 1024):
             yield body[start : start + 64 * 1024]
 
-    answer = post(url, token, chunks())
+    answer = post(served, chunks())
     assert answer.status_code == 413, answer.text
 
 
-def test_a_body_at_max_body_is_answered(served: tuple[str, str]) -> None:
-    url, token = served
-    answer = post(url, token, padded_call(DEFAULT_MAX_BODY))
+def test_a_body_at_max_body_is_answered(served: Served) -> None:
+    answer = post(served, padded_call(DEFAULT_MAX_BODY))
     assert answer.status_code == 200, answer.text
     assert {t["name"] for t in answer.json()["result"]["tools"]} >= {"notes_get"}
