@@ -30,6 +30,13 @@ EXPONENTIAL = [
     r"^(a+)\1*$",
     r"^(?=(a+)+b)",
     r"^([a-z0-9]+\.?)+[a-z]{2,}$",
+    # An iteration that matched nothing still ends, once, in a second way to go on: re
+    # tries what follows it, then again without it (each "a" doubles the ways).
+    r"^(?:(?:x?)*a)*$",
+    r"^(?:(?:x|)*a)*$",
+    # A back-reference to a group inside a lookahead reads what the group read.
+    r"^(?=(a))(?:\1|a)*b",
+    r"^(?:(?=(a))\1|a)*b",
 ]
 """Each can match some text in a number of ways that doubles with its length."""
 
@@ -69,6 +76,9 @@ SAFE = [
     r"\bid\b",
     r"\d",
     r"\S+",
+    # Unanchored, each can match an empty value: the search ends where it starts.
+    r"([a-z]+,)*",
+    r"(\d+,)*\d*",
 ]
 """Ordinary patterns whose time grows no faster than the value's length."""
 
@@ -172,3 +182,14 @@ def test_a_refused_pattern_never_reaches_dispatch() -> None:
             description="Greet.",
             args={"name": rastrillo.Arg("who", pattern=r"^(\w+\s?)*$")},
         )
+
+
+@pytest.mark.parametrize("tail", [r"\d+\d+$", r"\d+\d+\d+$", r"[^@]+@[^@]+\.[^@]+$"])
+@pytest.mark.parametrize("copies", [4, 16])
+def test_a_long_fixed_prefix_lets_a_value_only_that_much_longer(tail: str, copies: int) -> None:
+    # The attack: 256 b's before a cubic tail. The work grows only past them, so a bound
+    # drawn from the work of the first characters allowed 1,829 (ten seconds).
+    alone = cost("^" + tail).longest
+    prefixed = cost(f"^(?:b{{16}}){{{copies}}}" + tail).longest
+    assert alone is not None and prefixed is not None
+    assert prefixed <= alone + 16 * copies
