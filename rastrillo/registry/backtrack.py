@@ -61,6 +61,8 @@ _COPIES = 16
 """A bounded repetition up to this wide is modelled exactly; a wider one as unbounded."""
 _POSITIONS = 2_000
 """More character positions than this and the pattern is too large to check."""
+_SETS = 16
+"""More :data:`Ways` than this after some length and they are merged (:func:`_merged`)."""
 _STEPS = 200_000
 """The analysis's own budget: past it, the pattern is too intricate to check."""
 _TOP = 0x110000
@@ -495,10 +497,11 @@ class _Work:
                         if graph.labels[target] & bit:
                             after[target] = min(WORK + 1, after.get(target, 0) + count * times)
                 after_all[tuple(sorted(after.items()))] = True
+        found = _merged(list(after_all)) if len(after_all) > _SETS else list(after_all)
         # Keep only the ways no other one holds all of (they can only do less from here).
-        self.budget.spend(len(after_all) ** 2)
-        held = [(v, dict(v)) for v in after_all]
-        level = [w for w in after_all if w and not any(_covers(v, w, h) for v, h in held)]
+        self.budget.spend(len(found) ** 2)
+        held = [(v, dict(v)) for v in found]
+        level = [w for w in found if w and not any(_covers(v, w, h) for v, h in held)]
         self.level = level
         self.totals.append(self.totals[-1] + max((sum(c for _, c in w) for w in level), default=0))
         for check, calls in self.calls.items():
@@ -530,6 +533,25 @@ class _Work:
             return None
         first, period = self.period
         return max(counts[first + i + 1] - counts[first + i] for i in range(period))
+
+
+def _merged(level: list[Ways]) -> list[Ways]:
+    """Fewer :data:`Ways` holding all of ``level``: each set of states with the most ways
+    any of ``level`` reaches each by; if still more than :data:`_SETS`, one such. More
+    ways than any text makes, so the steps counted stay an upper bound."""
+    by_states: dict[frozenset[int], dict[int, int]] = {}
+    for ways in level:
+        most = by_states.setdefault(frozenset(state for state, _ in ways), {})
+        for state, count in ways:
+            most[state] = max(most.get(state, 0), count)
+    groups = list(by_states.values())
+    if len(groups) > _SETS:
+        one: dict[int, int] = {}
+        for most in groups:
+            for state, count in most.items():
+                one[state] = max(one.get(state, 0), count)
+        groups = [one]
+    return [tuple(sorted(most.items())) for most in groups]
 
 
 def _covers(big: Ways, small: Ways, have: dict[int, int]) -> bool:

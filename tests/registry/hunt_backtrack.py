@@ -28,8 +28,10 @@ from rastrillo.registry.pattern import compile_pattern, pattern_problem
 
 LENGTH = 20_000
 """The length searched when any length is allowed (a request body allows about 1 MiB)."""
-LIMIT = 0.5
-"""CPU seconds past which a search is slow: ``backtrack.WORK`` steps take about 5 ms."""
+LIMIT = 0.1
+"""CPU seconds past which a search is slow (twice, as a loaded machine can be slow once):
+``backtrack.WORK`` steps take about 5 ms, and :data:`LENGTH` characters at ``WAYS`` steps
+each about 2 ms."""
 
 _CLASSES = [r"\w", r"\d", r"\s", r"\W", ".", "[a-z]", "[ab]", "[^b]", "[a-z0-9_]", "[ \t]", "[0a]"]
 _LITERALS = ["a", "b", "-", ".", "@", " ", "0"]
@@ -67,14 +69,14 @@ def _alarm(*_: Any) -> None:
 
 
 def _seconds(pattern: str, value: str) -> float:
-    """CPU seconds searching ``value`` takes, or :data:`LIMIT` * 2 when it is stopped."""
+    """CPU seconds searching ``value`` takes, or :data:`LIMIT` * 10 when it is stopped."""
     compiled = compile_pattern(pattern)
     start = time.process_time()
-    signal.setitimer(signal.ITIMER_VIRTUAL, LIMIT * 2)
+    signal.setitimer(signal.ITIMER_VIRTUAL, LIMIT * 10)
     try:
         compiled.search(value)
     except _Slow:
-        return LIMIT * 2
+        return LIMIT * 10
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     return time.process_time() - start
@@ -100,6 +102,8 @@ def _accepted_patterns_search_quickly(pattern: str, attacks: list[tuple[str, str
         value = (prefix + pump * length)[: max(0, length - len(suffix))] + suffix
         tried["searches"] += 1
         seconds = _seconds(pattern, value)
+        if seconds >= LIMIT:
+            seconds = min(seconds, _seconds(pattern, value))
         assert seconds < LIMIT, (pattern, found, len(value), seconds)
 
 
