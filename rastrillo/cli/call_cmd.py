@@ -32,7 +32,7 @@ def add_call_parser(tsub: Any) -> None:
     p.add_argument("--approval", metavar="ID", help="the approval id of an approved write")
     p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
     p.add_argument("--db", help="the database (default: $RASTRILLO_DB, else the app's own)")
-    p.set_defaults(func=_call)
+    p.set_defaults(func=_call, intermixed="args")
 
 
 def _call(args: argparse.Namespace) -> int:

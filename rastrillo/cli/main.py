@@ -119,8 +119,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed, a command's ``key=value`` list taken wherever it stands.
+
+    argparse fills a ``nargs="*"`` positional only where it first meets it, so in
+    ``tools call TOOL --as A id=7`` the ``id=7`` after an option would be a usage
+    error; a command whose defaults name such a list (``intermixed``) gets the
+    words left over after its options appended to it, in order.
+    """
+    parser = build_parser(_command(argv))
+    args, extra = parser.parse_known_args(argv)
+    intermixed = getattr(args, "intermixed", None)
+    if intermixed is not None:
+        getattr(args, intermixed).extend(word for word in extra if not word.startswith("-"))
+        extra = [word for word in extra if word.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _run(argv: Sequence[str]) -> int:
-    args = build_parser(_command(argv)).parse_args(argv)
+    args = _parse(argv)
     try:
         return int(args.func(args))
     except GenerateError as exc:

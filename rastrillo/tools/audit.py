@@ -13,7 +13,9 @@ waits on a commit (one would double its cost); such a row reaches the table
 within milliseconds, and :func:`latest`, :func:`flush` and interpreter exit
 wait for every row appended before them. Only a hard crash (SIGKILL, power
 loss) in those milliseconds can lose a read's row; an approved write is in
-addition recorded, before it runs, by its approval row.
+addition recorded, before it runs, by its approval row. While the database is
+locked or unreachable, at most :data:`QUEUED_MAX` rows wait: one past them is
+logged in full instead, never lost unsaid.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavaila
 __all__ = [
     "ARGS_KEPT",
     "ARG_TEXT_KEPT",
+    "QUEUED_MAX",
     "AuditNotWritten",
     "AuditRecord",
     "Called",
@@ -149,6 +152,8 @@ class Entry:
     """
 
     # Defaults for what a call may never fill in: a new entry sets only what it knows.
+    stored: dict[str, Any] | None = None
+    """The row as it is stored, made once it waits behind many others (its args dropped)."""
     user_id: str | None = None
     approval: Approval | None = None
     approval_id: object = None
@@ -203,17 +208,21 @@ class AuditNotWritten(RastrilloError):
 
     ``pending`` rows are still queued: the database is locked or unreachable,
     and the writer goes on retrying them. ``lost`` rows were refused by the
-    database since the last flush and are in the log, each in full.
+    database since the last flush, and ``dropped`` rows found the queue full
+    (:data:`QUEUED_MAX`) since the last flush: both are in the log, each in full.
     """
 
-    def __init__(self, pending: int, lost: int) -> None:
+    def __init__(self, pending: int, lost: int, dropped: int = 0) -> None:
         self.pending = pending
         self.lost = lost
+        self.dropped = dropped
         parts = []
         if pending:
             parts.append(f"{pending} still waiting for the database (retrying)")
         if lost:
             parts.append(f"{lost} refused by the database (logged in full)")
+        if dropped:
+            parts.append(f"{dropped} not queued, the queue being full (logged in full)")
         super().__init__(f"audit rows not written: {'; '.join(parts)}")
 
 
@@ -222,15 +231,16 @@ def flush(db: Database, timeout: float = 10.0) -> None:
 
     Raises :class:`AuditNotWritten` when, after ``timeout`` seconds, some are
     still waiting (they stay queued and are written once the database lets
-    them), or when the database refused rows since the last flush.
+    them), or when, since the last flush, the database refused rows or rows
+    found the queue full.
     """
     writer = _writers.get(id(db))
     if writer is None:
         return
     pending = writer.wait(timeout)
-    lost = writer.take_lost()
-    if pending or lost:
-        raise AuditNotWritten(pending, lost)
+    lost, dropped = writer.take_lost()
+    if pending or lost or dropped:
+        raise AuditNotWritten(pending, lost, dropped)
 
 
 def shutdown(timeout: float = 30.0) -> None:
@@ -314,6 +324,8 @@ _TEXTS = [
 
 def _storable(entry: Entry) -> dict[str, Any]:
     """The entry's values by column, each text storable and cut to its column's length."""
+    if entry.stored is not None:
+        return entry.stored
     actor = entry.actor if isinstance(entry.actor, Actor) else None
     approval = entry.approval
     values = {
@@ -417,6 +429,20 @@ def _insert(db: Database, rows: list[Entry]) -> list[Entry]:
     return [lost for row in rows for lost in _insert(db, [row])]
 
 
+QUEUED_MAX = 10_000
+"""The most rows one database's background writer keeps waiting, besides the batch it is
+writing, while the database is locked or unreachable: calls made through an outage cost
+bounded memory. The first rows are kept, the oldest of the outage (a :func:`flush` has
+counted them as pending); a row appended past the bound is logged in full
+(``rastrillo.tools.audit``, ERROR) instead, and counted as ``dropped`` by the next
+:func:`flush`. A write that ran is never queued: its row waits out the database in the
+caller's thread, so no write goes unrecorded."""
+_KEPT_AS_GIVEN = 1_000
+"""Past this many waiting rows (many batches' worth: the writer is behind), a row is
+queued as it is stored, bounded by :data:`ARGS_KEPT` and :data:`ARG_TEXT_KEPT`, not
+holding the call's args as given."""
+
+
 class _Writer:
     """Writes one database's queued rows in batches on a thread that ends when idle."""
 
@@ -433,19 +459,40 @@ class _Writer:
         self._queued = 0
         self._done = 0
         self._lost = 0
+        self._dropped = 0
         self._running = False
         self._idle = False
         """The thread waits for rows: a new row must wake it."""
 
     def put(self, row: Entry) -> None:
         with self._lock:  # the condition's own lock, without its Python-level wrapper
-            self._rows.append(row)
-            self._queued += 1
-            if self._idle:
-                self._cond.notify()
-            if not self._running:
-                self._running = True
-                threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
+            waiting = len(self._rows)
+            if waiting < _KEPT_AS_GIVEN or (row.stored is not None and waiting < QUEUED_MAX):
+                self._rows.append(row)
+                self._queued += 1
+                if self._idle:
+                    self._cond.notify()
+                if not self._running:
+                    self._running = True
+                    threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
+                return
+        self._put_behind(row)
+
+    def _put_behind(self, row: Entry) -> None:
+        """A row behind many waiting ones: queued as it is stored (the caller's args let
+        go), or, with :data:`QUEUED_MAX` waiting, not queued but logged in full."""
+        if row.stored is None:
+            row.stored = _storable(row)  # outside the lock: only while the writer lags
+            row.args = None
+            self.put(row)
+            return
+        with self._lock:
+            self._dropped += 1
+        log.error(
+            "audit: %d rows already wait for the database, row not queued: %s",
+            QUEUED_MAX,
+            _as_json(row),
+        )
 
     def wait(self, timeout: float) -> int:
         """Wait until the rows queued so far are written or refused; return how many are not."""
@@ -456,11 +503,12 @@ class _Writer:
                 pass
             return max(0, target - self._done)
 
-    def take_lost(self) -> int:
-        """How many rows the database refused since the last call."""
+    def take_lost(self) -> tuple[int, int]:
+        """How many rows the database refused, and how many found the queue full, since
+        the last call."""
         with self._cond:
-            lost, self._lost = self._lost, 0
-            return lost
+            lost, dropped, self._lost, self._dropped = self._lost, self._dropped, 0, 0
+            return lost, dropped
 
     def abandon(self) -> list[Entry]:
         """The rows not written yet: the one batch being written and every queued row."""

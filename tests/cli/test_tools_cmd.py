@@ -113,3 +113,29 @@ def test_call_prints_a_handlers_traceback_escaped_on_stderr(tmp_path):
     assert done.stdout.startswith("500")
     assert "RuntimeError: \\x1b[2J\\x1b]0;pwned\\x07 boom" in done.stderr  # escaped, one line
     assert "\x1b" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["id=1", "--as", "concierge", "--user", "1"],
+        ["--as", "concierge", "--user", "1", "id=1"],
+        ["--as", "concierge", "id=1", "--user", "1"],
+    ],
+    ids=["args-first", "options-first", "args-between"],
+)
+def test_call_takes_its_args_before_after_or_between_the_options(words, tmp_path, capsys):
+    db = tmp_path / "app.db"
+    argv = ["tools", "call", "orders_id_get", *words, "--app", str(TICKETS), "--db", str(db)]
+    assert main(argv) == 0
+    status, body = capsys.readouterr().out.splitlines()
+    assert status == "200"
+    assert json.loads(body)["order"]["id"] == 1
+
+
+def test_call_still_refuses_an_unknown_option_among_its_args(tmp_path, capsys):
+    argv = ["tools", "call", "orders_id_get", "--as", "concierge", "id=1", "--ask", "x"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--user", "1", "--app", str(TICKETS), "--db", str(tmp_path / "app.db")])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --ask" in capsys.readouterr().err

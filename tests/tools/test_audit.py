@@ -6,12 +6,15 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import json
 import logging
 import re
 import shutil
 import sqlite3
 import threading
+import tracemalloc
 import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,7 @@ from rastrillo.routing import Route
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
+from tests.support import wait_until
 from tests.tools._tools_app import Fixture, build
 
 AGENT = rastrillo.Actor.agent("concierge")
@@ -558,6 +562,112 @@ def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeyp
     audit.flush(f.app.db)
     rows = audit.latest(f.app.db, limit=10)
     assert sorted(r.call_id for r in rows) == ["held-0", "held-1", "held-2"]
+
+
+@contextlib.contextmanager
+def _audit_locked(db: storage.Database) -> Iterator[Callable[[], bool]]:
+    """Another connection holds the audit table's write lock until the block ends: SQLite's
+    BEGIN EXCLUSIVE, PostgreSQL's LOCK TABLE. Yields whether the writer is stuck on it:
+    SQLite's writer said so, or PostgreSQL shows its INSERT waiting for the lock."""
+    if db.is_sqlite:
+        holder = sqlite3.connect(db.engine.url.database, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        waiting = _Seen("rows wait for the database")
+        logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
+        try:
+            yield waiting.event.is_set
+        finally:
+            holder.rollback()
+            holder.close()
+            logging.getLogger("rastrillo.tools.audit").removeHandler(waiting)
+        return
+    admin = storage.Database(db.url)
+    with admin.engine.connect() as holder, holder.begin():
+        holder.exec_driver_sql("LOCK TABLE rastrillo_audit IN EXCLUSIVE MODE")
+        yield lambda: bool(
+            admin.query(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO rastrillo_audit%'"
+            )
+        )
+    admin.dispose()
+
+
+def test_an_outage_holds_at_most_queued_max_rows_and_logs_the_rest_in_full(
+    db_url, tmp_path, monkeypatch, caplog
+):
+    """A model calling on through a locked database costs bounded memory: the writer keeps
+    the first QUEUED_MAX rows waiting (written once the lock goes), and every row past
+    them is logged in full, escaped, and counted by flush; none is lost unsaid."""
+    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 5)
+    f = build(tmp_path, db=db_url)
+
+    def read(call_id: str, q: str = "x") -> None:
+        call = Call(tool="search_get", args={"q": q, "page": "1"}, actor=AGENT, call_id=call_id)
+        with contextlib.suppress(ToolError):  # run or refused, each call has its row
+            run(f.app, f.defs, call)
+
+    with _audit_locked(f.app.db) as writer_stuck:
+        read("first")
+        wait_until(writer_stuck)  # the writer holds "first" as its batch, waiting
+        for n in range(40):
+            read(f"flood-{n}", q=f"\x00\ud800 {n} " + "é" * 10_000)
+        with pytest.raises(audit.AuditNotWritten) as report:
+            audit.flush(f.app.db, timeout=0)
+        assert (report.value.pending, report.value.lost, report.value.dropped) == (21, 0, 20)
+        assert "20 not queued, the queue being full (logged in full)" in str(report.value)
+    audit.flush(f.app.db)  # the dropped rows were reported once; the kept ones are written
+    rows = audit.latest(f.app.db, limit=100)
+    assert sorted(r.call_id for r in rows) == sorted(["first", *(f"flood-{n}" for n in range(20))])
+    assert {r.args["q"] for r in rows if r.call_id == "flood-19"} == {
+        "\\x00\\ud800 19 " + "é" * (audit.ARG_TEXT_KEPT - 15) + "…"
+    }
+    logged = [
+        json.loads(r.getMessage().split("row not queued: ", 1)[1])
+        for r in caplog.records
+        if "row not queued" in r.getMessage()
+    ]
+    assert [row["call_id"] for row in logged] == [f"flood-{n}" for n in range(20, 40)]
+    assert all(r.isascii() for r in caplog.messages)  # escaped: one line, nothing hidden
+    assert json.loads(logged[-1]["args"])["q"] == (
+        "\\x00\\ud800 39 " + "é" * (audit.ARG_TEXT_KEPT - 15) + "…"
+    )
+    f.app.db.dispose()
+
+
+def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch):
+    """Rows waiting behind many are kept as the table stores them (args cut to
+    ARG_TEXT_KEPT), not with the megabyte each call sent: the memory a locked database
+    costs is bounded by QUEUED_MAX rows of bounded size."""
+    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 2)
+    f = build(tmp_path)
+    with _audit_locked(f.app.db) as writer_stuck:
+        run(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT))
+        wait_until(writer_stuck)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for n in range(100):
+                call = Call(
+                    tool="search_get", args={"q": f"{n}" * 1_000_000, "page": "1"}, actor=AGENT
+                )
+                run(f.app, f.defs, call)
+                f.seen.clear()  # the test app's own record of what it saw
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert held < 20_000_000  # 2 rows as sent, 18 as stored; 100 MB unbounded
+    with pytest.raises(audit.AuditNotWritten) as report:
+        audit.flush(f.app.db)
+    assert (report.value.pending, report.value.dropped) == (0, 80)
+    assert len(audit.latest(f.app.db, limit=100)) == 21
+    f.app.db.dispose()
 
 
 def test_rastrillo_audit_only_reads_it_neither_migrates_nor_seeds(tmp_path, capsys):
