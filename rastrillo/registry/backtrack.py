@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     Node = TypeVar("Node")
 
-__all__ = ["WAYS", "WORK", "Cost", "backtracking_problem", "cost"]
+__all__ = ["WAYS", "WORK", "Cost", "backtracking_problem", "cost", "most_steps"]
 
 WORK = 500_000
 """The most steps (ways ``re`` follows, one character each) a declaration may let one
@@ -627,12 +627,13 @@ def _analyse(graph: _Graph, budget: _Budget) -> tuple[_Work, int] | None:
     return _Work(graph, budget, checks), _power(graph, components, loops, budget)
 
 
-def _cost(items: Any, budget: _Budget) -> Cost:
-    """The :class:`Cost` of searching for the parsed pattern ``items``."""
+def _analysed(items: Any, budget: _Budget) -> tuple[_Work, dict[int, _Work], int] | None:
+    """The work of searching for the parsed pattern ``items``, each lookaround body's
+    work, and the power it all grows as; None when it can take exponential time."""
     nfa, graph = _graph_of(items, _groups(items, {}), True, budget)
     analysed = _analyse(graph, budget)
     if analysed is None:
-        return Cost(True, 0, 0)
+        return None
     work, power = analysed
     bodies: dict[int, _Work] = {}
     powers = [power]
@@ -642,21 +643,36 @@ def _cost(items: Any, budget: _Budget) -> Cost:
             raise _TooComplex  # a lookaround inside a lookaround
         found = _analyse(body, budget)
         if found is None:
-            return Cost(True, 0, 0)
+            return None
         bodies[check] = found[0]
         powers.append(power + found[1])
-    return Cost(False, max(powers), _longest(work, bodies))
+    return work, bodies, max(powers)
+
+
+def _cost(items: Any, budget: _Budget) -> Cost:
+    """The :class:`Cost` of searching for the parsed pattern ``items``."""
+    analysed = _analysed(items, budget)
+    if analysed is None:
+        return Cost(True, 0, 0)
+    work, bodies, power = analysed
+    return Cost(False, power, _longest(work, bodies))
+
+
+def _total(work: _Work, bodies: dict[int, _Work], n: int) -> int:
+    """The most steps for a value of n characters, each lookaround run as often as it
+    can be, on the rest of the value."""
+    return work.at(n) + sum(
+        work.at(n, work.calls[check]) * body.at(n) for check, body in bodies.items()
+    )
 
 
 def _longest(work: _Work, bodies: dict[int, _Work]) -> int | None:
-    """The longest value whose search stays within :data:`WORK` steps, each lookaround
-    run as often as it can be, on the rest of the value; None when every length does."""
+    """The longest value whose search stays within :data:`WORK` steps (:func:`_total`);
+    None when every length does."""
     n = 0
     while True:
         n += 1
-        total = work.at(n) + sum(
-            work.at(n, work.calls[check]) * body.at(n) for check, body in bodies.items()
-        )
+        total = _total(work, bodies, n)
         if total > WORK:
             return n - 1
         rates = [work.rate()] + [work.rate(work.calls[c]) for c in bodies]
@@ -716,6 +732,21 @@ def cost(pattern: str) -> Cost:
         return _cost(parsed, _Budget())
     except _TooComplex:
         raise ValueError(f"pattern {pattern!r} is too large or intricate to check") from None
+
+
+def most_steps(pattern: str, length: int) -> int:
+    """The most steps searching a value of ``length`` characters for ``pattern`` can take,
+    as the check counts them (past :data:`WORK`, a lower bound); raises ``ValueError``
+    for a pattern that can take exponential time or is too intricate to check."""
+    parsed = re._parser.parse(compile_pattern(pattern).pattern, re.ASCII)  # type: ignore[attr-defined]
+    try:
+        analysed = _analysed(parsed, _Budget())
+    except _TooComplex:
+        raise ValueError(f"pattern {pattern!r} is too large or intricate to check") from None
+    if analysed is None:
+        raise ValueError(f"pattern {pattern!r} can take exponential time")
+    work, bodies, _ = analysed
+    return _total(work, bodies, length)
 
 
 def backtracking_problem(pattern: str, max_length: int | None) -> str | None:
