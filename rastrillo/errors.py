@@ -7,6 +7,9 @@ can print its message and exit non-zero without a traceback.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -16,6 +19,73 @@ class RastrilloError(Exception):
 
 class ConfigError(RastrilloError):
     """`Options` or the environment is not usable as given."""
+
+
+class UnknownField(RastrilloError, TypeError):
+    """A keyword no field of ``rastrillo.Options``, ``Tool`` or ``Arg`` has: a misspelling.
+
+    One line names the statement that wrote it, the keyword and the field meant,
+    where Python's own ``TypeError`` named only the keyword, deep in a traceback.
+    Still a `TypeError`, as that one was.
+    """
+
+
+def unknown_field(kind: str, name: str, fields: Sequence[str]) -> str:
+    """``kind has no field 'descripton'; did you mean 'description'?``, or the fields it has."""
+    meant = closest_field(name, fields)
+    hint = f"did you mean {meant!r}?" if meant else f"it takes {', '.join(fields)}"
+    return f"{kind} has no field {name!r}; {hint}"
+
+
+def closest_field(name: str, fields: Sequence[str]) -> str | None:
+    """The field ``name`` most likely misspells (difflib's ratio at least 0.6), if any."""
+    from difflib import get_close_matches  # only when a field is misspelt
+
+    close = get_close_matches(name, fields, n=1)
+    return close[0] if close else None
+
+
+def refuse_unknown_fields(kind: str, given: Iterable[str], fields: Sequence[str]) -> None:
+    """Raise `UnknownField` for the first of ``given`` that is not one of ``fields``, naming
+    the file and line of the statement outside the framework that called ``kind``."""
+    for name in given:
+        if name not in fields:
+            raise UnknownField(f"{_caller()}: {unknown_field(kind, name, fields)}")
+
+
+_PACKAGE = os.path.dirname(__file__) + os.sep
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside this package (and Python's importlib):
+    the app's own statement, relative to the working directory when it is under it."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and (frame.f_code.co_filename.startswith((_PACKAGE, "<"))):
+        frame = frame.f_back
+    path = frame.f_code.co_filename
+    relative = os.path.relpath(path) if os.path.isabs(path) else path
+    where = path if relative.startswith("..") else relative
+    return f"{where}:{frame.f_lineno}"
+
+
+def print_mistakes_as_one_line() -> None:
+    """Have an app's mistake that reaches the top of ``python app.py`` (a misspelt or
+    wrong-kind setting, raised as ``app.py`` runs) print as one line, as the command
+    line prints it, instead of a traceback through the framework. Any other
+    exception still goes to the hook there was. ``RASTRILLO_TRACEBACK=1`` shows the
+    traceback too."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, tb: object) -> None:
+        if not isinstance(error, RastrilloError) or os.environ.get("RASTRILLO_TRACEBACK"):
+            previous(kind, error, tb)  # type: ignore[arg-type]
+            return
+        from rastrillo.visible import for_terminal
+
+        sys.stderr.write(f"error: {for_terminal(str(error))}\n")
+
+    if getattr(previous, "__qualname__", "") != hook.__qualname__:
+        sys.excepthook = hook
 
 
 @dataclass(frozen=True, order=True)

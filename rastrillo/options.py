@@ -10,15 +10,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from rastrillo import limits
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.drain import DEFAULT_DRAIN_TIMEOUT
-from rastrillo.errors import ConfigError
+from rastrillo.errors import ConfigError, refuse_unknown_fields
 from rastrillo.storage import POOL_SIZE, database_url
 
 if TYPE_CHECKING:
@@ -128,6 +128,12 @@ class Options:
     server process); past it a call is refused, runs nothing and says when to call again.
     ``None``: no limit (docs/mcp.md)."""
 
+    def __new__(cls, *args: Any, **settings: Any) -> Self:
+        """A misspelt setting is one line naming the statement, the keyword and the
+        setting meant (``aproval_ttl``: did you mean ``approval_ttl``?)."""
+        refuse_unknown_fields("rastrillo.Options", settings, _NAMES)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         """A setting of the wrong kind is refused here, where it was written, rather than
         failing at a later request (``approval_ttl=5``, ``mcp="yes"``, ``max_body=-1``)."""
@@ -220,3 +226,5 @@ _SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
 """Each setting checked when `Options` is made, what accepts a value, and what it wants.
 (``sidecar`` and ``next_due`` are checked when the app is built, with what they take;
 ``clock`` is any `Clock`.)"""
+_NAMES = tuple(f.name for f in fields(Options))
+"""Every setting, in declaration order."""

@@ -2,10 +2,15 @@
 
 Every page's examples run as a reader would use them, by these conventions:
 
-- A ```python block runs. A ```py block is read, not run: it calls a model
-  provider's servers (OpenAI, Anthropic) or an agent SDK the suite does not
-  drive from its page. ```sh and ```console blocks are commands: the tests run
-  the ones a reader copies for an app folder (``rastrillo ...``, ``python app.py``).
+- A ```python block runs as it stands. A ```py block is a fragment: it needs
+  what the prose around it gives it (an app, its ``OPTIONS``, a session, a
+  ``ctx``), so the page's own test supplies that and runs the fragment verbatim,
+  ``await`` allowed at its top level (docs/agents.md's:
+  tests/docs/test_agents_fragments.py; a model provider's SDK is pointed at a
+  fake of its API there). A fragment ending in ``...`` leaves the rest to the
+  test. docs/mcp.md's fragments (agent SDKs connecting to a served app) are
+  read, not run. ```sh and ```console blocks are commands: the tests run the ones a
+  reader copies for an app folder (``rastrillo ...``, ``python app.py``).
 - A block whose first line is ``# actions/<path>`` is that action file,
   verbatim: the test writes it into a real app folder, generates, and requests
   it through the real app stack.

@@ -1,13 +1,20 @@
-"""`Options` refuses a setting of the wrong kind where it is written, naming what it takes."""
+"""`Options` refuses a setting of the wrong kind where it is written, naming what it takes,
+and a misspelt setting (or `Tool` field) in one line naming the one meant."""
 
 import math
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+import rastrillo
 from rastrillo import Options
 from rastrillo.errors import ConfigError
+from tests.support import write_app
+
+RASTRILLO = str(Path(sys.executable).parent / "rastrillo")
 
 
 @pytest.mark.parametrize(
@@ -52,3 +59,73 @@ def test_the_defaults_and_every_kind_of_good_value_are_taken():
         setup=print,
         mcp=True,
     )
+
+
+def test_a_misspelt_setting_names_this_line_and_the_setting_meant():
+    with pytest.raises(TypeError) as refused:  # a TypeError still, as Python's own was
+        Options(aproval_ttl=timedelta(minutes=5))
+    line = refused.tb.tb_lineno
+    assert str(refused.value) == (
+        f"tests/test_options.py:{line}: rastrillo.Options has no field 'aproval_ttl'; "
+        "did you mean 'approval_ttl'?"
+    )
+    with pytest.raises(TypeError, match="has no field 'xyzzy'; it takes routes, tools, wrap"):
+        Options(xyzzy=1)
+    with pytest.raises(TypeError, match=r"Tool has no field 'acess'; did you mean 'access'\?"):
+        rastrillo.Tool(description="x", acess=rastrillo.ToolWrite)
+    with pytest.raises(TypeError, match=r"Arg has no field 'typ'; did you mean 'type'\?"):
+        rastrillo.Arg("how many", typ=int)
+
+
+MISSPELT_TOOL = """\
+import rastrillo
+
+TOOL = rastrillo.Tool(
+    descripton="One of my orders.",
+    args={"id": "the order id"},
+)
+
+
+def handle(ctx):
+    return ctx.text("order")
+"""
+
+
+@pytest.mark.parametrize("mistake", ["setting", "tool field"])
+def test_python_app_py_says_a_misspelling_in_one_line(mistake, tmp_path):
+    """Not a traceback through the framework, and not the same mistake twice."""
+    if mistake == "setting":
+        app_dir = write_app(
+            tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="aproval_ttl=5,"
+        )
+        said = (
+            "app.py:7: rastrillo.Options has no field 'aproval_ttl'; did you mean 'approval_ttl'?"
+        )
+    else:
+        app_dir = write_app(tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."})
+        (app_dir / "actions" / "orders" / "[id].GET.py").parent.mkdir(parents=True)
+        (app_dir / "actions" / "orders" / "[id].GET.py").write_text(MISSPELT_TOOL)
+        generate_said = subprocess.run(
+            [RASTRILLO, "generate"], cwd=app_dir, capture_output=True, text=True, timeout=60
+        )
+        assert generate_said.returncode == 1
+        assert generate_said.stderr == (
+            "actions/orders/[id].GET.py:4: rastrillo.Tool has no field 'descripton'; "
+            "did you mean 'description'?\n1 problem; gen/ left as it was\n"
+        )
+        # A checkout whose gen/ was written before the typo: app.py imports the action.
+        (app_dir / "gen" / "routes.py").write_text(
+            (app_dir / "gen" / "routes.py").read_text().replace("ok.GET.py", "orders/[id].GET.py")
+        )
+        said = (
+            "actions/orders/[id].GET.py:3: rastrillo.Tool has no field 'descripton'; "
+            "did you mean 'description'?"
+        )
+    started = subprocess.run(
+        [sys.executable, "app.py", "--addr", "127.0.0.1:0"],
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (started.returncode, started.stdout, started.stderr) == (1, "", f"error: {said}\n")

@@ -34,9 +34,14 @@ The rules this provider adds to the SDK's:
   and are used once: a second use revokes the grant the first one made.
 - Refresh tokens rotate; one used twice revokes the whole grant (in grants).
 - Registration and authorize store a row for anyone who asks, so each is rate
-  limited per client address (429 with ``Retry-After`` past the limit), and a
-  client that no authorization or grant ever named is forgotten a day after it
-  registered: a flood of them neither fills the database nor lasts.
+  limited (429 with ``Retry-After`` past the limit), in counts that no web page the
+  person opens can spend for another client: on a developer's machine every page
+  reaches the app from the address their MCP client comes from. A registration is
+  JSON (RFC 7591), which no page can send without CORS; one a page sends (it carries
+  an ``Origin``) is counted for that origin at that address, and one a program sends
+  for its address. Authorize is counted per registered client, once the request is
+  valid. A client that no authorization or grant ever named is forgotten a day after
+  it registered: a flood of them neither fills the database nor lasts.
 - A refresh stores a token pair, so refreshes are rate limited per grant
   (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
 """
@@ -46,7 +51,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -123,11 +129,22 @@ _KEEP = timedelta(days=1)
 """How long a used or expired authorization is kept, so a replayed code still revokes; and
 how long a client that no authorization or grant names is kept after it registered."""
 REGISTRATIONS_PER_ADDRESS = 20
-"""Client registrations one client address may make per :data:`RATE_WINDOW` (an MCP
-client registers once, when it is first connected)."""
-AUTHORIZATIONS_PER_ADDRESS = 60
-"""Authorization requests one client address may make per :data:`RATE_WINDOW` (a person
-connecting a client makes one, or a few)."""
+"""Client registrations the programs at one client address (requests with no ``Origin``
+header) may make per :data:`RATE_WINDOW` (an MCP client registers once, when it is first
+connected)."""
+REGISTRATIONS_PER_ORIGIN = 20
+"""Client registrations the pages of one web origin may make from one client address per
+:data:`RATE_WINDOW` (a browser-based client, such as the MCP Inspector, sends ``Origin``).
+A browser always sends a page's true origin, so a page spends this count and no other."""
+REGISTRATIONS_FROM_PAGES = 60
+"""Client registrations all requests that carry an ``Origin`` may make from one client
+address per :data:`RATE_WINDOW`: a program can send any ``Origin`` it likes, and without
+this each one it made up would be a new count."""
+AUTHORIZATIONS_PER_CLIENT = 20
+"""Authorization requests one registered client may make per :data:`RATE_WINDOW` (a person
+connecting a client makes one, or a few). Counted once the request is valid (a known
+client, a redirect URI it registered, PKCE), so only a request that would store a row is
+counted, and only against the client it names."""
 REFRESHES_PER_GRANT = 20
 """Refreshes one grant may make per :data:`RATE_WINDOW` (a client refreshes when its access
 token, good for an hour, runs out). Each stores a token pair, and the used refresh token
@@ -148,7 +165,14 @@ _REGISTRATION_MAX = 8 * 1024
 name, a few redirect URIs and a few links; the request body may be 4 MiB)."""
 _GET = ["GET", "HEAD", "OPTIONS"]
 _FORM_TYPE = b"application/x-www-form-urlencoded"
+_JSON_TYPE = "application/json"
 _POST = ["POST", "OPTIONS"]
+_THROTTLED: ContextVar[throttle.TooManyAttempts | None] = ContextVar(
+    "rastrillo_oauth_throttled", default=None
+)
+"""Set by :meth:`Authority.authorize` when the client is past its authorizations: the SDK's
+handler turns any error of the provider's into a redirect, which
+:meth:`Authority._authorize_endpoint` answers as a 429 instead."""
 
 clients_table = Table(
     "rastrillo_oauth_clients",
@@ -394,6 +418,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         self._authorize = AuthorizationHandler(self)
         self._token = TokenHandler(self, authenticator)
         self._revoke = RevocationHandler(self, authenticator)
+        self._register = RegistrationHandler(self, ClientRegistrationOptions(enabled=True))
 
     # -- the SDK's provider protocol -------------------------------------------------------
 
@@ -450,6 +475,17 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
             )
+        try:
+            await threads.in_thread(
+                throttle.take_attempt,
+                self.db,
+                {f"oauth-authorize:{client.client_id}": AUTHORIZATIONS_PER_CLIENT},
+                RATE_WINDOW,
+                "authorization requests",
+            )
+        except throttle.TooManyAttempts as exc:
+            _THROTTLED.set(exc)
+            raise AuthorizeError("temporarily_unavailable", str(exc)) from None
         now = self.db.clock.now()
         request_id = secrets.token_urlsafe(32)
         row = {
@@ -617,8 +653,16 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         9700 (4.11.2) asks that the user be authenticated first and that only a trusted URI
         be redirected to unasked; no registered URI is trusted here. A person's Deny, on
         the consent page that named where their browser goes, is sent on (:func:`deny`).
+        A client past its authorization requests is answered 429 (:meth:`authorize`).
         """
-        response = await self._authorize.handle(request)
+        reset = _THROTTLED.set(None)
+        try:
+            response = await self._authorize.handle(request)
+            throttled = _THROTTLED.get()
+        finally:
+            _THROTTLED.reset(reset)
+        if throttled is not None:
+            return _too_many(throttled)
         location = response.headers.get("location")
         if location is None or location.startswith(self.issuer + CONSENT_PATH + "?"):
             return response
@@ -643,6 +687,44 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         except throttle.TooManyAttempts as exc:
             return _too_many(exc)
 
+    async def _register_endpoint(self, request: Request) -> Response:
+        """The SDK's registration handler, for a JSON request within its sender's count.
+
+        RFC 7591 has a client send its registration as ``application/json``; the SDK's
+        handler would read any body. Held to JSON, a registration is one no web page can
+        send without a CORS preflight, so a page's request carries its true ``Origin``
+        and is counted for that origin (:data:`REGISTRATIONS_PER_ORIGIN`); a request
+        without one, from a program, for its address (:data:`REGISTRATIONS_PER_ADDRESS`).
+        Either way a page spends only its own count, never that of the person's MCP
+        client on the same machine, nor of a browser-based client on another origin.
+        """
+        media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type != _JSON_TYPE:
+            return JSONResponse(
+                {
+                    "error": "invalid_client_metadata",
+                    "error_description": "send the registration as application/json",
+                },
+                status_code=400,
+                headers={"Cache-Control": "no-store"},
+            )
+        address = request.client.host if request.client else "unknown"
+        origin = request.headers.get("origin")
+        if origin is None:
+            limits = {throttle.address_key(address, "oauth-register"): REGISTRATIONS_PER_ADDRESS}
+        else:
+            limits = {
+                throttle.origin_key(address, origin, "oauth-reg-origin"): REGISTRATIONS_PER_ORIGIN,
+                throttle.address_key(address, "oauth-reg-pages"): REGISTRATIONS_FROM_PAGES,
+            }
+        try:
+            await threads.in_thread(
+                throttle.take_attempt, self.db, limits, RATE_WINDOW, "registrations"
+            )
+        except throttle.TooManyAttempts as exc:
+            return _too_many(exc)
+        return await self._register.handle(request)
+
     async def _revocation_endpoint(self, request: Request) -> Response:
         """The SDK's revocation handler. Its request model wants a ``client_secret`` key
         even from a public client, which has none to send (RFC 7009 allows leaving it
@@ -663,20 +745,10 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     def routes(self) -> list[Route]:
         """The well-known metadata and the OAuth endpoints, served outside the app's
         middleware (no cookie, no CSRF check: a client authenticates with PKCE and tokens)."""
-        registration = RegistrationHandler(self, ClientRegistrationOptions(enabled=True))
         resource = ProtectedResourceMetadataHandler(self.resource_metadata).handle
-        register = self._rate_limited(
-            registration.handle, "oauth-register", REGISTRATIONS_PER_ADDRESS, "registrations"
-        )
-        authorize = self._rate_limited(
-            self._authorize_endpoint,
-            "oauth-authorize",
-            AUTHORIZATIONS_PER_ADDRESS,
-            "authorization requests",
-        )
         posted: list[tuple[str, Callable[[Request], Any]]] = [
             (TOKEN_PATH, self._token_endpoint),
-            (REGISTER_PATH, register),
+            (REGISTER_PATH, self._register_endpoint),
             (REVOKE_PATH, self._revocation_endpoint),
         ]
         return [
@@ -691,31 +763,12 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 )
             ),
             # No CORS here: a browser is sent to authorize, no script calls it.
-            Route(AUTHORIZE_PATH, _limited(authorize), methods=["GET"]),
+            Route(AUTHORIZE_PATH, _limited(self._authorize_endpoint), methods=["GET"]),
             *(
                 Route(path, _cors(_limited(handle), _POST), methods=_POST)
                 for path, handle in posted
             ),
         ]
-
-    def _rate_limited(
-        self, handle: Callable[[Request], Awaitable[Response]], purpose: str, limit: int, what: str
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """``handle``, for at most ``limit`` requests per client address per
-        :data:`RATE_WINDOW`; past it a 429 with ``Retry-After``, ``handle`` not run."""
-
-        async def rate_limited(request: Request) -> Response:
-            address = request.client.host if request.client else "unknown"
-            key = throttle.address_key(address, purpose)
-            try:
-                await threads.in_thread(
-                    throttle.take_attempt, self.db, {key: limit}, RATE_WINDOW, what
-                )
-            except throttle.TooManyAttempts as exc:
-                return _too_many(exc)
-            return await handle(request)
-
-        return rate_limited
 
 
 def _too_many(exc: throttle.TooManyAttempts) -> Response:

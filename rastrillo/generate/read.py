@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import ast
 
-from rastrillo.errors import Problem
+from rastrillo.errors import Problem, closest_field, unknown_field
 from rastrillo.generate.rules import Declared, Refuse, check_tool
-from rastrillo.registry.declare import ARG_KEYWORDS, Access, Arg, ToolDef, arg_problems, tool_id
+from rastrillo.registry.declare import (
+    ARG_KEYWORDS,
+    TOOL_FIELDS,
+    Access,
+    Arg,
+    ToolDef,
+    arg_problems,
+    tool_id,
+)
 
 __all__ = ["read_tool"]
 
@@ -121,11 +129,20 @@ def _read_call(call: ast.Call, imports: dict[str, str], refuse: Refuse) -> Decla
     declared = Declared(line=call.lineno)
     if call.args:
         refuse(call.args[0].lineno, "rastrillo.Tool takes keyword arguments only")
+    given = {keyword.arg for keyword in call.keywords}
     for keyword in call.keywords:
         name, value = keyword.arg, keyword.value
         if name is None:
             refuse(value.lineno, "rastrillo.Tool takes no **mapping; write each field out")
             continue
+        if name not in TOOL_FIELDS:
+            refuse(keyword.lineno, unknown_field("rastrillo.Tool", name, TOOL_FIELDS))
+            # One mistake, said once: the value is read as the field meant, so no rule
+            # reports that field missing (`descripton=`: no "needs a description").
+            meant = closest_field(name, TOOL_FIELDS)
+            if meant is None or meant in given:
+                continue
+            name = meant
         declared.lines[name] = value.lineno
         if name in _STRING_FIELDS:
             text = _string(value)
@@ -136,14 +153,8 @@ def _read_call(call: ast.Call, imports: dict[str, str], refuse: Refuse) -> Decla
             declared.access = _ACCESS.get(_dotted(value, imports) or "")
             if declared.access is None:
                 refuse(value.lineno, "access must be rastrillo.ToolRead or rastrillo.ToolWrite")
-        elif name == "args":
-            declared.args = _read_args(value, declared.arg_lines, imports, refuse)
         else:
-            refuse(
-                value.lineno,
-                f"rastrillo.Tool has no field {name!r}; "
-                "it takes description, access, args and confirm",
-            )
+            declared.args = _read_args(value, declared.arg_lines, imports, refuse)
     if "description" not in declared.lines:
         refuse(call.lineno, "TOOL needs a description")
     return declared
@@ -209,11 +220,8 @@ def _read_arg(
     for keyword in node.keywords:
         field_name, value = keyword.arg, keyword.value
         if field_name not in _ARG_KEYWORDS:
-            refuse(
-                value.lineno,
-                f"rastrillo.Arg for {name!r} has no field {field_name!r}; it takes "
-                + ", ".join(_ARG_KEYWORDS),
-            )
+            arg = f"rastrillo.Arg for {name!r}"
+            refuse(keyword.lineno, unknown_field(arg, str(field_name), _ARG_KEYWORDS))
             readable = False
             continue
         lines[field_name] = value.lineno

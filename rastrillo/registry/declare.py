@@ -12,6 +12,7 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 
+from rastrillo.errors import refuse_unknown_fields
 from rastrillo.registry.backtrack import backtracking_problem
 from rastrillo.registry.pattern import pattern_problem
 
@@ -27,7 +28,7 @@ at import, it would cost every ``rastrillo generate``."""
 # `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Self
 
 __all__ = [
     "ARG_TYPES",
@@ -104,6 +105,11 @@ class Arg:
     """The constraint fields set (choices, bounds, lengths, pattern), in declaration order."""
     rendered: dict[object, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
     """Each schema format's rendering of this arg, kept by `rastrillo.registry.schemas`."""
+
+    def __new__(cls, *args: Any, **fields: Any) -> Self:
+        """A misspelt field is one line naming the statement and the field meant."""
+        refuse_unknown_fields("rastrillo.Arg", fields, ("description", *ARG_KEYWORDS))
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         if isinstance(self.choices, list):
@@ -368,8 +374,18 @@ class Tool:
     args: ArgsField = ArgsField()
     confirm: str = ""
 
+    def __new__(cls, *args: Any, **fields: Any) -> Self:
+        """A misspelt field is one line naming the action's line and the field meant, as
+        `rastrillo generate` names it (``descripton``: did you mean ``description``?)."""
+        refuse_unknown_fields("rastrillo.Tool", fields, TOOL_FIELDS)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         _normalise_access(self)
+
+
+TOOL_FIELDS = ("description", "access", "args", "confirm")
+"""The fields of `Tool`, as a declaration spells them."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,11 +1,11 @@
 """Rate limits: attempts counted per key (an account, a client address) in a window.
 
 Password attempts are counted per account and per client address; the OAuth
-endpoints that store a row for anyone who asks (registration, authorize) per
-address. Counts live in the app's database so every worker sees them. An
-attempt is counted *before* the work it limits, in one write transaction, so a
-burst of parallel attempts cannot slip past the limit; a sign-in that succeeds
-takes its count back.
+endpoints that store a row for anyone who asks per address, per web origin at an
+address (registration), or per registered client (authorize). Counts live in the
+app's database so every worker sees them. An attempt is counted *before* the work
+it limits, in one write transaction, so a burst of parallel attempts cannot slip
+past the limit; a sign-in that succeeds takes its count back.
 """
 
 from __future__ import annotations
@@ -46,6 +46,13 @@ def address_key(address: str, purpose: str = "address") -> str:
     """The key of a client address's count; ``purpose`` (at most 16 characters) keeps the
     counts of different limits apart. The address is counted as :func:`client_of` says."""
     return f"{purpose}:{client_of(address)[:63]}"
+
+
+def origin_key(address: str, origin: str, purpose: str) -> str:
+    """The key of the count of one web origin's requests from a client address, as a
+    digest (an ``Origin`` header may be long); ``purpose`` as for :func:`address_key`."""
+    digest = hashlib.sha256(f"{client_of(address)} {origin}".encode()).hexdigest()
+    return f"{purpose}:{digest[:63]}"
 
 
 def client_of(address: str) -> str:

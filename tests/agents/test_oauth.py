@@ -513,6 +513,45 @@ def test_registrations_are_rate_limited_per_address(clocked: tuple[Server, Manua
     server.register()  # a new window
 
 
+def test_a_registration_is_json_so_no_page_sends_one_without_cors(server: Server):
+    """RFC 7591 3.1. A page may POST a form or a ``text/plain`` body anywhere unasked (a
+    "simple" request); ``application/json`` from another origin needs a CORS preflight,
+    after which the browser sends the page's own origin, which its count is kept by."""
+    body = '{"redirect_uris": ["http://127.0.0.1:9999/callback"]}'
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        for _ in range(oauth.REGISTRATIONS_PER_ADDRESS + 1):
+            refused = server.http.post(oauth.REGISTER_PATH, content=body, headers=headers)
+            assert refused.status_code == 400, content_type
+            assert refused.json()["error"] == "invalid_client_metadata"
+    assert clients(server) == set()
+    typed = {"Content-Type": "Application/JSON; charset=utf-8"}
+    assert server.http.post(oauth.REGISTER_PATH, content=body, headers=typed).status_code == 201
+    server.register()  # nothing refused was counted
+
+
+def test_a_pages_registrations_spend_its_own_origins_count_only(server: Server):
+    body = {"redirect_uris": [LOOPBACK_REDIRECT]}
+
+    def from_page(origin: str) -> httpx.Response:
+        return server.http.post(oauth.REGISTER_PATH, json=body, headers={"Origin": origin})
+
+    hostile = "http://127.0.0.1:8123"
+    for _ in range(oauth.REGISTRATIONS_PER_ORIGIN):
+        assert from_page(hostile).status_code == 201
+    too_many(from_page(hostile))
+    # The person's own client, a program at the same address, and a browser-based
+    # client on another origin, each still register.
+    server.register()
+    assert from_page("http://localhost:6274").status_code == 201
+    # A program that makes up an Origin for each request is held to the pages' count.
+    made_up = (f"https://made-up-{n}.example" for n in range(oauth.REGISTRATIONS_FROM_PAGES))
+    answers = [from_page(origin).status_code for origin in made_up]
+    assert answers.count(201) == oauth.REGISTRATIONS_FROM_PAGES - oauth.REGISTRATIONS_PER_ORIGIN - 1
+    too_many(from_page("https://one-more.example"))
+    server.register()  # and still not the programs'
+
+
 def test_a_registration_nobody_went_on_with_is_forgotten_after_a_day(
     clocked: tuple[Server, ManualClock],
 ):
@@ -531,13 +570,36 @@ def test_a_registration_nobody_went_on_with_is_forgotten_after_a_day(
     assert server.refresh(granted, tokens["refresh_token"]).status_code == 200
 
 
-def test_authorization_requests_are_rate_limited_per_address(server: Server):
+def test_authorization_requests_are_rate_limited_per_client(server: Server):
     client_id = server.register()
     _, challenge = pkce()
-    for _ in range(oauth.AUTHORIZATIONS_PER_ADDRESS):
+    for _ in range(oauth.AUTHORIZATIONS_PER_CLIENT):
         assert server.authorize(client_id, code_challenge=challenge).status_code == 302
-    too_many(server.authorize(client_id, code_challenge=challenge))
-    assert server.consent_requests() == oauth.AUTHORIZATIONS_PER_ADDRESS
+    refused = server.authorize(client_id, code_challenge=challenge)
+    too_many(refused)
+    assert "location" not in refused.headers
+    assert server.consent_requests() == oauth.AUTHORIZATIONS_PER_CLIENT
+    # Another client at the same address has its own count.
+    server.consent_url(server.register(), challenge)
+
+
+def test_a_refused_authorize_request_is_counted_against_no_one(server: Server):
+    """A page can load the authorize endpoint as often as it likes (``<img src>``): only a
+    request that names a registered client and a redirect URI it registered, and is
+    otherwise valid, is counted, and then against that client alone."""
+    client_id = server.register()
+    _, challenge = pkce()
+    for _ in range(oauth.AUTHORIZATIONS_PER_CLIENT + 1):
+        for params in (
+            {"client_id": "00000000-0000-4000-8000-000000000000"},
+            {"client_id": "nonsense"},
+            {"client_id": client_id, "redirect_uri": "http://evil.example/cb"},
+            {"client_id": client_id, "resource": "https://evil.example/mcp"},
+            {"client_id": client_id, "code_challenge": "short"},
+        ):
+            assert server.authorize(**{"code_challenge": challenge, **params}).status_code == 400
+    assert server.consent_requests() == 0
+    server.consent_url(client_id, challenge)
 
 
 def test_a_registration_too_big_to_keep_is_refused(server: Server):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -96,20 +94,3 @@ def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Datab
     assert "\x1b" not in out and "\x07" not in out
     assert out.count("\n") == 1
     assert "user 1\\n\\x1b]0;owned\\x07  agent:desk" in out
-
-
-def test_the_commands_in_docs_mcp_run(app_dir: Path, db: Database, capsys):
-    doc = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
-    commands = [
-        shlex.split(line.split("#")[0])
-        for block in re.findall(r"```sh\n(.*?)```", doc, re.S)
-        for line in block.splitlines()
-        if line.startswith("rastrillo agents ")
-    ]
-    assert len(commands) == 4
-    grant = grants.create_grant(db, user_id="3", agent="desk", client="Claude")
-    for argv in commands:
-        argv = [grant.id if a == "GRANT_ID" else str(app_dir) if a == "." else a for a in argv]
-        assert main(argv[1:]) == 0, argv
-    assert grant.id in capsys.readouterr().out
-    assert grants.list_grants(db) == []

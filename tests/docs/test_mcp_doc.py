@@ -1,9 +1,15 @@
 """docs/mcp.md's examples (conventions: tests/doc_examples.py): the app.py that turns
-``/mcp`` on, and the test that lists its tools with a personal token."""
+``/mcp`` on, the test that lists its tools with a personal token, and the operator's
+``rastrillo agents`` commands, each doing what its comment says."""
 
 from __future__ import annotations
 
+import shlex
+
+from rastrillo.agents import grants
+from rastrillo.cli.main import main
 from rastrillo.loader import load_options
+from rastrillo.testing import TestApp
 from tests.doc_examples import app_py, doc_block
 from tests.support import write_app
 
@@ -33,3 +39,56 @@ def test_the_testing_example_lists_the_tools_of_the_app_shown(tmp_path):
     assert answer.status_code == 200
     [tool] = answer.json()["result"]["tools"]
     assert (tool["name"], tool["annotations"]["readOnlyHint"]) == ("orders_id_get", True)
+
+
+def operator_commands() -> list[tuple[list[str], str]]:
+    """The page's ``rastrillo agents`` lines for an operator: (argv, what its comment says)."""
+    block = doc_block(PAGE, "sh", "rastrillo agents list")
+    lines = [line.partition("#") for line in block.splitlines()]
+    return [(shlex.split(command), said.strip()) for command, _, said in lines]
+
+
+def test_the_operators_commands_do_what_their_comments_say(tmp_path, monkeypatch, capsys):
+    app_dir = write_app(
+        tmp_path / "app",
+        {"orders/[id].GET.py": ORDER},
+        files={"app.py": app_py(doc_block(PAGE, "python", "mcp=True,\n"))},
+    )
+    monkeypatch.chdir(app_dir)  # `--app .`, as the page writes it
+    [live, every, one_user, revoke] = operator_commands()
+    with TestApp(app_dir, tmp_path, db=str(app_dir / "app.db")) as t:
+        gone = grants.create_grant(t.db, user_id="3", agent="old", client="Claude")
+        grants.revoke(t.db, gone.id)
+        desk, token, _ = grants.personal_token(t.db, user_id="3", agent="desk")
+        later = grants.create_grant(t.db, user_id="4", agent="script", client="Cursor")
+        assert later.created_at > desk.created_at  # a write apart: microseconds differ
+
+        def listed(argv: list[str]) -> list[str]:
+            assert main(argv[1:]) == 0, argv
+            return [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+
+        assert live[1] == "live grants, newest first: id, user, agent, client, dates"
+        assert listed(live[0]) == [later.id, desk.id]
+        assert every[1] == "revoked ones too"
+        assert set(listed(every[0])) == {later.id, desk.id, gone.id}
+        assert (one_user[1], listed(one_user[0])) == ("one user's", [desk.id])
+
+        assert tools_list(t, token).status_code == 200
+        assert revoke[1] == "its tokens fail from the next call on"
+        argv = [desk.id if word == "GRANT_ID" else word for word in revoke[0]]
+        assert main(argv[1:]) == 0
+        assert capsys.readouterr().out == f"revoked {desk.id}: agent:desk for user 3\n"
+        assert tools_list(t, token).status_code == 401
+        assert listed(live[0]) == [later.id]
+
+
+def tools_list(t: TestApp, token: str):
+    return t.client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        },
+    )

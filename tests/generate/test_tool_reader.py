@@ -220,8 +220,27 @@ def test_fields_by_keyword_only_and_known() -> None:
         """
     assert refusals(code, "GET", "/") == [
         (3, "rastrillo.Tool takes keyword arguments only"),
-        (5, "rastrillo.Tool has no field 'title'; it takes description, access, args and confirm"),
+        (5, "rastrillo.Tool has no field 'title'; it takes description, access, args, confirm"),
         (6, "rastrillo.Tool takes no **mapping; write each field out"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [("descripton", "description"), ("acess", "access"), ("arg", "args"), ("confim", "confirm")],
+)
+def test_a_misspelt_field_is_one_line_naming_the_field_meant(written: str, meant: str) -> None:
+    fields = {
+        "description": '"Cancel my order."',
+        "access": "rastrillo.ToolWrite",
+        "args": '{"id": "the order id"}',
+        "confirm": '"Cancel order {id}?"',
+    }
+    lines = "".join(f"    {written if f == meant else f}={v},\n" for f, v in fields.items())
+    code = f"import rastrillo\nTOOL = rastrillo.Tool(\n{lines})\n"
+    line = 3 + list(fields).index(meant)
+    assert refusals(code) == [
+        (line, f"rastrillo.Tool has no field {written!r}; did you mean {meant!r}?")
     ]
 
 

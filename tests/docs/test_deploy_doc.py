@@ -1,0 +1,184 @@
+"""docs/deploy.md's nginx block, run as written: Debian's nginx terminating TLS on loopback
+in front of ``python app.py --socket`` (uvicorn), the block's text as the page has it with
+only the socket's path put in (conventions: tests/doc_examples.py).
+
+What the page promises of it: the app sees the scheme people use (https), the host they
+typed, and the client nginx saw, never an address or a scheme the client wrote; the
+``Origin`` header reaches the app unchanged, so a form from the public origin passes CSRF
+and one from elsewhere does not.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socket
+import ssl
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.doc_examples import doc_block
+from tests.support import Server, free_port, write_app
+
+NGINX = Path("/usr/sbin/nginx")
+HOST = "tickets.example"
+ORIGIN = f"https://{HOST}"
+DOC_SOCKET = "/run/tickets.sock"
+ACTIONS = {
+    "whoami.GET.py": """
+        def handle(ctx):
+            request = ctx.request
+            return ctx.json(
+                {
+                    "scheme": request.url.scheme,
+                    "host": request.headers["host"],
+                    "client": request.client.host,
+                    "url": str(request.url),
+                    "origin": request.headers.get("origin"),
+                }
+            )
+    """,
+    "note.POST.py": """
+        def handle(ctx):
+            return ctx.text(f"noted {ctx.form['text']}")
+    """,
+}
+
+
+def nginx_conf(location: str, folder: Path, port: int, key: Path, cert: Path) -> str:
+    """A whole nginx.conf around the page's ``location`` block: one TLS server on loopback,
+    every file nginx writes kept in ``folder``, one process in the foreground."""
+    temp = "\n".join(
+        f"    {kind}_temp_path {folder / kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return f"""\
+daemon off;
+master_process off;
+pid {folder / "nginx.pid"};
+error_log {folder / "error.log"} info;
+events {{ worker_connections 64; }}
+http {{
+    access_log {folder / "access.log"};
+{temp}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        server_name {HOST};
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+{textwrap.indent(location, " " * 8)}
+    }}
+}}
+"""
+
+
+def certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for the app's name and 127.0.0.1: its key and cert files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
+    now = datetime.datetime.now(datetime.UTC)
+    names = [x509.DNSName(HOST), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_file, cert_file = folder / "key.pem", folder / "cert.pem"
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return key_file, cert_file
+
+
+def wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"nginx exited early:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nginx did not start:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A client of nginx, serving the page's block in front of the app on its socket."""
+    if not NGINX.exists():
+        pytest.fail("no nginx: run `make test` (scripts/ensure-debian installs Debian's)")
+    folder = tmp_path_factory.mktemp("deploy")
+    app_dir = write_app(folder / "app", ACTIONS)
+    sock = str(folder / "tickets.sock")
+    location = doc_block("docs/deploy.md", "nginx", "proxy_pass")
+    assert DOC_SOCKET in location
+    key, cert = certificate(folder)
+    port = free_port()
+    conf = folder / "nginx.conf"
+    conf.write_text(nginx_conf(location.replace(DOC_SOCKET, sock), folder, port, key, cert))
+    env = {"RASTRILLO_ORIGIN": ORIGIN}
+    server = Server(app_dir, ["--socket", sock], "http://localhost", uds=sock, env=env)
+    log = folder / "nginx.out"
+    nginx = subprocess.Popen(
+        [str(NGINX), "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(conf)],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_listening(port, nginx, folder / "error.log")
+        trust = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(
+            base_url=f"https://127.0.0.1:{port}", headers={"Host": HOST}, verify=trust, timeout=30
+        ) as client:
+            yield client
+    finally:
+        nginx.terminate()
+        assert nginx.wait(timeout=15) == 0, (folder / "error.log").read_text()
+        assert server.stop() == 0
+
+
+def test_the_app_sees_the_scheme_host_and_client_nginx_saw(proxy: httpx.Client) -> None:
+    seen = proxy.get(
+        "/whoami",
+        headers={"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "http"},
+    ).json()
+    assert seen == {
+        "scheme": "https",
+        "host": HOST,
+        "client": "127.0.0.1",  # where nginx saw it come from, not the address it wrote
+        "url": f"{ORIGIN}/whoami",
+        "origin": None,
+    }
+
+
+def test_a_form_from_the_public_origin_passes_csrf_and_one_from_elsewhere_does_not(
+    proxy: httpx.Client,
+) -> None:
+    seen = proxy.get("/whoami", headers={"Origin": ORIGIN}).json()
+    assert seen["origin"] == ORIGIN  # passed through unchanged
+    posted = proxy.post("/note", data={"text": "hi"}, headers={"Origin": ORIGIN})
+    assert (posted.status_code, posted.text) == (200, "noted hi")
+    forged = proxy.post("/note", data={"text": "hi"}, headers={"Origin": "https://evil.example"})
+    assert forged.status_code == 403
