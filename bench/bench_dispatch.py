@@ -278,7 +278,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
 
         async def propose() -> str:
             try:
-                await dispatch(app, options.tools, write)
+                await dispatch(app, write)
             except ConfirmRequired as exc:
                 return exc.approval_id
             raise AssertionError("a write ran without approval")
@@ -290,7 +290,7 @@ async def main(calls: int, rounds: int, peers: bool) -> None:
 
         async def run_approved(approval_id: object) -> object:
             call = dataclasses.replace(write, approval=approval_id)
-            result = await dispatch(app, options.tools, call)
+            result = await dispatch(app, call)
             assert result.status == 201, result.text
             return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,7 +43,7 @@ class Actor:
         """A named agent; the name is letters, digits, `_`, `.` or `-` (max 64)."""
         return cls(human=False, name=name, grant=grant)
 
-    @property
+    @functools.cached_property
     def is_named_agent(self) -> bool:
         """An agent whose name (and grant id, if any) is well formed."""
         return (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -68,7 +67,8 @@ class Context:
             self.actor: Actor = Actor(human=True, user_id=self.user_id)
         elif marker.actor.user_id != self.user_id:
             # A read's session is resolved by the session middleware, after dispatch.
-            self.actor = dataclasses.replace(marker.actor, user_id=self.user_id)
+            made = marker.actor
+            self.actor = Actor(made.human, made.name, self.user_id, made.approval, made.grant)
         else:
             self.actor = marker.actor
 

@@ -185,7 +185,8 @@ class _GrantBackend(AuthenticationBackend):
 class _Settings:
     app: Any
     """The app's ASGI app, the one dispatch sends calls through."""
-    defs: Sequence[ToolDef]
+    defs: tuple[ToolDef, ...]
+    """A tuple: dispatch works out each tool's checks once for it, not on every call."""
     db: Database
     origin: str
 
@@ -207,7 +208,7 @@ class McpEndpoint:
         max_body: int = limits.DEFAULT_MAX_BODY,
     ) -> None:
         self._max_body = max_body
-        self._settings = _Settings(app, list(defs), db, canonical_origin(origin))
+        self._settings = _Settings(app, tuple(defs), db, canonical_origin(origin))
         self._tools = [types.Tool.model_validate(t) for t in schemas(defs, "mcp")]
         self._schemas = {t.name: t.input_schema for t in self._tools}
         self._sessions: dict[str, str] = {}
