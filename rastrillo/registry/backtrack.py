@@ -29,8 +29,8 @@ start late (after ``(?:b{16}){16}``'s 256 characters).
 
 It errs only towards refusing: a bounded repetition wider than :data:`_COPIES` counts as
 unbounded, a back-reference as a copy of its group (wherever the group is, a lookaround
-included), an assertion as always passing, and a lookaround as run at every place it
-can be reached. A state the search cannot fail after (the rest of the pattern matches
+included) that can fail at its end, an assertion as always passing, and a lookaround as
+run at every place it can be reached. A state the search cannot fail after (the rest of the pattern matches
 whatever follows: ``\\S+`` unanchored) ends it, as it ends ``re``'s search; so does a
 start the pattern can match nothing at (``([a-z]+,)*`` unanchored).
 """
@@ -185,8 +185,13 @@ class _Nfa:
             return end
         if name == "SUBPATTERN":
             return self.build(av[3], start)
-        if name == "GROUPREF":  # a copy of what the group matched: reads as the group can
-            return self.build(self.groups.get(av, []), start)
+        if name == "GROUPREF":
+            # A copy of the group, read as the group can, then a check: it reads exactly
+            # what the group read, so it can fail part way, or where the group could
+            # match nothing (the search does not end inside it).
+            end = self.node()
+            self.edge(self.build(self.groups.get(av, []), start), end, _CHECK)
+            return end
         if name == "BRANCH":
             end = self.node()
             for alternative in av[1]:

@@ -44,6 +44,10 @@ POLYNOMIAL = [
     (r"^\d+\d+$", 2),
     (r"^.*=.*$", 2),
     (r"^a*a*a*b$", 3),
+    # A back-reference reads what its group read, so it can fail where the group would
+    # match nothing: re backtracks through every split (2,000 "a"s: 0.13 s, then x8).
+    (r"^(a*)[ab]*\1", 3),
+    (r"^(.*).*\1", 3),
 ]
 """Each takes time growing as the value's length to the power given."""
 
