@@ -507,15 +507,19 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
             select(grants_table.c.user_id, grants_table.c.agent).where(*condition)
         ).first()
         done = conn.execute(update(grants_table).where(*condition).values(revoked_at=now))
+        # The sessions end before the approvals: a write dispatched under one holds its row
+        # locked (sessions.find_session_in) while it asks or uses an approval, so this
+        # waits for it to commit and then ends what it asked; one dispatched later waits
+        # for this and finds no session.
+        link = grant_sessions_table
+        ended = select(link.c.session_digest).where(link.c.grant_id == grant_id)
+        conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))
+        conn.execute(delete(link).where(link.c.grant_id == grant_id))
         if done.rowcount:
             assert grant is not None
             conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == grant_id))
             actor = Actor.agent(grant.agent, grant=grant_id)
             consent.end_agent(conn, now, user_id=grant.user_id, actor=str(actor))
-        link = grant_sessions_table
-        ended = select(link.c.session_digest).where(link.c.grant_id == grant_id)
-        conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))
-        conn.execute(delete(link).where(link.c.grant_id == grant_id))
     return bool(done.rowcount)
 
 

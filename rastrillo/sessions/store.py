@@ -46,14 +46,13 @@ sessions_table = Table(
 
 # Compiled once: a session is looked up on every request, and building and compiling
 # the statement costs more than running it.
-_FIND = Prepared(
-    select(
-        sessions_table.c.user_id,
-        sessions_table.c.expires,
-        sessions_table.c.idle_seconds,
-        sessions_table.c.idle_expires,
-    ).where(sessions_table.c.id_digest == bindparam("digest"))
-)
+_LOOKUP = select(
+    sessions_table.c.user_id,
+    sessions_table.c.expires,
+    sessions_table.c.idle_seconds,
+    sessions_table.c.idle_expires,
+).where(sessions_table.c.id_digest == bindparam("digest"))
+_FIND = Prepared(_LOOKUP)
 
 
 @dataclass(frozen=True)
@@ -118,6 +117,9 @@ def find_session(db: Database, session_id: str) -> Session | None:
     return Session(session_id, row.user_id)
 
 
+_FIND_FOR_UPDATE = Prepared(_LOOKUP.with_for_update())
+"""The lookup in a write transaction: on PostgreSQL it locks the row (SQLite's write
+transaction is already the only one)."""
 _TOUCH_IN = Prepared(
     update(sessions_table)
     .where(sessions_table.c.id_digest == bindparam("digest"))
@@ -131,11 +133,17 @@ _DELETE_IN = Prepared(
 def find_session_in(tx: DriverTransaction, t: datetime, session_id: str | None) -> Session | None:
     """:func:`find_session` as of ``t``, in the caller's write transaction (a tool call's
     session looked up in the transaction that uses its approval); a call with no session
-    id finds none."""
+    id finds none.
+
+    The row stays locked until the transaction ends, so what the transaction does under
+    the session is ordered with the session's end: a revocation deleting it first makes
+    this wait and then find none; one coming after waits for this to commit, and so
+    sees (and ends) the approval it asked or used.
+    """
     if session_id is None:
         return None
     digest = session_digest(session_id)
-    found = tx.run(_FIND, digest=digest)
+    found = tx.run(_FIND_FOR_UPDATE, digest=digest)
     if not found:
         return None
     user_id, expires, idle_seconds, idle_expires = found[0]
