@@ -49,9 +49,11 @@ def _sentence(
     ctx: Context, record: consent.ApprovalRecord
 ) -> list[tuple[list[visible.Part], bool]]:
     """The approved sentence in pieces, each value marked (``confirm_parts``) and split for
-    the page, which isolates each value's text direction. The pieces are rendered again
-    from the tool's template and the approved values, and used only if they make the very
-    sentence approved (else, a template changed since, the sentence is one piece)."""
+    the page, which isolates each value's text direction; each piece's look-alikes are
+    judged in the words it makes with the pieces around it (``www.{host}.com``). The
+    pieces are rendered again from the tool's template and the approved values, and used
+    only if they make the very sentence approved (else, a template changed since, the
+    sentence is one piece)."""
     defn = next((d for d in ctx.options.tools if d.id == record.tool), None)
     pieces = [(record.sentence, False)]
     if defn is not None:
@@ -59,8 +61,18 @@ def _sentence(
         if "".join(text for text, _ in again) == record.sentence:
             pieces = again
     last = len(pieces) - 1
+    texts = [text for text, _ in pieces]
     return [
-        (visible.parts(text, leading=i == 0, trailing=i == last), value)
+        (
+            visible.parts(
+                text,
+                leading=i == 0,
+                trailing=i == last,
+                before="".join(texts[:i]),
+                after="".join(texts[i + 1 :]),
+            ),
+            value,
+        )
         for i, (text, value) in enumerate(pieces)
     ]
 
@@ -92,7 +104,7 @@ def _typed(value: object) -> tuple[str, list[visible.Part]]:
     """
     kind = _KIND.get(type(value), type(value).__name__)
     if isinstance(value, str):
-        return kind, [('"', None), *visible.parts(value), ('"', None)]
+        return kind, [visible.Part('"'), *visible.parts(value), visible.Part('"')]
     if isinstance(value, bool | int | float):
         return kind, visible.parts(wire(value))
     return kind, visible.parts(repr(value))

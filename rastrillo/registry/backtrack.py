@@ -14,7 +14,8 @@ parsed by ``re``'s own parser and built into an automaton whose states are the
 pattern's character positions. Backtracking tries every way of matching a prefix of the
 value before it gives up, once from each start position (a search), so its time is the
 number of those ways. An edge is kept once per way ``re`` can take it (``(x|x)`` is two
-edges), and a search is a loop that skips characters before the pattern starts.
+edges; an iteration that read nothing ends in one more way on, as ``re`` ends it:
+``(?:x?)*``), and a search is a loop that skips characters before the pattern starts.
 
 - *Exponential*: some position can loop back to itself on one text in two different
   ways (``(a+)+``, ``(a|a)*``, ``(\\w+\\s?)*``).
@@ -22,18 +23,22 @@ edges), and a search is a loop that skips characters before the pattern starts.
   from it to the next, as the next (``[^@]+\\.[^@]+``, or ``[a-z]+@`` searched
   unanchored: the skipping loop, then ``[a-z]+``).
 
+The steps are counted length by length, the most any text of that length can take,
+until they pass :data:`WORK` or repeat: never extrapolated, as a pattern's growth can
+start late (after ``(?:b{16}){16}``'s 256 characters).
+
 It errs only towards refusing: a bounded repetition wider than :data:`_COPIES` counts as
-unbounded, a back-reference as a copy of its group, an assertion as always passing, and
-a lookaround as run at every place it can be reached. A state the search cannot fail
-after (the rest of the pattern matches whatever follows: ``\\S+`` unanchored) ends it,
-as it ends ``re``'s search.
+unbounded, a back-reference as a copy of its group (wherever the group is, a lookaround
+included), an assertion as always passing, and a lookaround as run at every place it
+can be reached. A state the search cannot fail after (the rest of the pattern matches
+whatever follows: ``\\S+`` unanchored) ends it, as it ends ``re``'s search; so does a
+start the pattern can match nothing at (``([a-z]+,)*`` unanchored).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -56,14 +61,14 @@ _COPIES = 16
 """A bounded repetition up to this wide is modelled exactly; a wider one as unbounded."""
 _POSITIONS = 2_000
 """More character positions than this and the pattern is too large to check."""
-_LEVELS = 128
-"""The lengths the work is computed for; past them, a growing pattern's is extrapolated."""
+_SETS = 16
+"""More :data:`Ways` than this after some length and they are merged (:func:`_merged`)."""
 _STEPS = 200_000
 """The analysis's own budget: past it, the pattern is too intricate to check."""
 _TOP = 0x110000
-_PLAIN, _BEGIN, _CHECK, _ENTER, _BACK = 0, 1, 2, 3, 4
+_PLAIN, _BEGIN, _CHECK, _ENTER = 0, 1, 2, 3
 """Kinds of empty edge: plain, ``^`` (holds only before the first character), any other
-assertion (``$``, ``\\b``, a lookaround), and a loop's start and end of one iteration."""
+assertion (``$``, ``\\b``, a lookaround), and the start of a loop's iteration."""
 
 
 class _TooComplex(Exception):
@@ -141,21 +146,21 @@ _CATEGORIES = {
 class _Nfa:
     """A Thompson automaton: numbered nodes, empty edges, and character steps."""
 
-    empty: list[list[tuple[int, int, int]]] = field(default_factory=list)
-    """Each node's empty edges, as (target, kind, the loop a ``_BACK`` edge ends an
-    iteration of, named by the node its ``_ENTER`` edge leads to)."""
+    empty: list[list[tuple[int, int]]] = field(default_factory=list)
+    """Each node's empty edges, as (target, kind)."""
     steps: list[tuple[int, list[tuple[int, int]], int]] = field(default_factory=list)
     """Each character position: (from node, the code point ranges it reads, to node)."""
     looks: dict[int, Any] = field(default_factory=dict)
     """The node a lookaround's check starts from → the parsed lookaround body."""
     groups: dict[int, Any] = field(default_factory=dict)
+    """Each group's number → its parsed body (:func:`_groups`)."""
 
     def node(self) -> int:
         self.empty.append([])
         return len(self.empty) - 1
 
-    def edge(self, start: int, end: int, kind: int = _PLAIN, loop: int = -1) -> None:
-        self.empty[start].append((end, kind, loop))
+    def edge(self, start: int, end: int, kind: int = _PLAIN) -> None:
+        self.empty[start].append((end, kind))
 
     def build(self, items: Any, start: int) -> int:
         """Add ``items`` (a parsed sequence) after node ``start``; return its end node."""
@@ -179,8 +184,6 @@ class _Nfa:
                 raise _TooComplex
             return end
         if name == "SUBPATTERN":
-            if av[0] is not None:
-                self.groups[av[0]] = av[3]
             return self.build(av[3], start)
         if name == "GROUPREF":  # a copy of what the group matched: reads as the group can
             return self.build(self.groups.get(av, []), start)
@@ -213,7 +216,7 @@ class _Nfa:
             loop, first, end = self.node(), self.node(), self.node()
             self.edge(start, loop)
             self.edge(loop, first, _ENTER)
-            self.edge(self.build(body, first), loop, _BACK, first)
+            self.edge(self.build(body, first), loop)
             self.edge(loop, end)
             return end
         end = self.node()
@@ -246,9 +249,12 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
         leaving.setdefault(source, []).append(i + 2)
 
     def closure(node: int, begin: bool) -> tuple[dict[int, int], list[int], bool]:
-        """Every position reached from ``node`` by empty paths, counted per path, none
-        of which ends an iteration it began (``re`` stops an empty repetition); the
-        lookarounds passed; whether the end is reached without a check."""
+        """Every position reached from ``node`` by empty paths, counted per path; the
+        lookarounds passed; whether the end is reached without a check.
+
+        An iteration begun on the path has read nothing when it ends: ``re`` ends it
+        all the same (one more way on to what follows the loop, besides not beginning
+        it), then begins no other at this character (its stop for empty iterations)."""
         reached: dict[int, int] = {}
         looks: list[int] = []
         done = False
@@ -262,8 +268,8 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
                 looks.append(here)
             if here == accept and not checked:
                 done = True
-            for target, kind, loop in nfa.empty[here]:
-                if (kind == _BEGIN and not begin) or (kind == _BACK and loop in entered):
+            for target, kind in nfa.empty[here]:
+                if (kind == _BEGIN and not begin) or (kind == _ENTER and target in entered):
                     continue
                 stack.append(
                     (
@@ -286,7 +292,7 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
                 bits |= 1 << i
         return bits
 
-    labels = [0, mask(everything)] + [mask(r) for _, r, _ in nfa.steps]
+    labels = _classes([0, mask(everything)] + [mask(r) for _, r, _ in nfa.steps])
     edges: list[list[tuple[int, int]]] = [[] for _ in range(count)]
     looks: list[list[int]] = [[] for _ in range(count)]
     final = [False] * count
@@ -296,7 +302,9 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
         node = start if state < 2 else nfa.steps[state - 2][2]
         reached, looks[state], final[state] = closure(node, begin=state == 0)
         edges[state] = sorted(reached.items())
-        if searched and state < 2:
+        if searched and state < 2 and not final[state]:
+            # On to the next start, unless the pattern can match nothing unchecked here:
+            # then one of the ways from this start matches, and the search ends.
             edges[state].append((1, 1))
     # A state after which every way on ends the match unchecked: the search succeeds there.
     done = set(s for s in range(count) if final[s])
@@ -310,6 +318,20 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
     for s in done:
         edges[s] = []
     return _Graph(labels, edges, looks)
+
+
+def _classes(labels: list[int]) -> list[int]:
+    """``labels`` over one bit per class of characters no label tells apart (``\\t`` and
+    a space, for ``[^@\\s]`` and ``@``): each later step tries each class once."""
+    classes: dict[tuple[bool, ...], int] = {}
+    renamed = [0] * len(labels)
+    for bit in range(max(labels).bit_length()):
+        holds = tuple(bool(label >> bit & 1) for label in labels)
+        new = classes.setdefault(holds, len(classes))
+        for i, held in enumerate(holds):
+            if held:
+                renamed[i] |= 1 << new
+    return renamed
 
 
 def _reachable(graph: _Graph) -> list[int]:
@@ -437,11 +459,12 @@ class _Work:
     each way alive after m characters costing one step. Counts stop at :data:`WORK` + 1.
 
     Once the set of :data:`Ways` after m characters repeats an earlier one, every later
-    step repeats too: :meth:`at` answers from that period without running further."""
+    step repeats too: :meth:`at` answers from that period without running further. Until
+    then it runs, length after length, never extrapolating: the work of a pattern whose
+    growth starts late (after ``(?:b{16}){16}``'s 256 characters) says nothing early."""
 
-    def __init__(self, graph: _Graph, power: int, budget: _Budget, checks: list[int]) -> None:
+    def __init__(self, graph: _Graph, budget: _Budget, checks: list[int]) -> None:
         self.graph = graph
-        self.power = power
         self.budget = budget
         self.checks = checks
         self.level: list[Ways] = [((0, 1),)]
@@ -474,9 +497,11 @@ class _Work:
                         if graph.labels[target] & bit:
                             after[target] = min(WORK + 1, after.get(target, 0) + count * times)
                 after_all[tuple(sorted(after.items()))] = True
+        found = _merged(list(after_all)) if len(after_all) > _SETS else list(after_all)
         # Keep only the ways no other one holds all of (they can only do less from here).
-        self.budget.spend(len(after_all) ** 2)
-        level = [w for w in after_all if w and not any(_covers(v, w) for v in after_all)]
+        self.budget.spend(len(found) ** 2)
+        held = [(v, dict(v)) for v in found]
+        level = [w for w in found if w and not any(_covers(v, w, h) for v, h in held)]
         self.level = level
         self.totals.append(self.totals[-1] + max((sum(c for _, c in w) for w in level), default=0))
         for check, calls in self.calls.items():
@@ -488,25 +513,11 @@ class _Work:
         else:
             self.seen[key] = len(self.totals) - 1
 
-    def _extend(self) -> None:
-        """One more length, past :data:`_LEVELS`, without running the automaton: a pattern
-        whose work grows as the length to a power k adds, per character, at most twice
-        what it added at :data:`_LEVELS` times (length / :data:`_LEVELS`) ** (k - 1)."""
-        if self.power <= 1:
-            raise _TooComplex  # a linear pattern that has not settled by then
-        growth = 2 * (len(self.totals) / _LEVELS) ** (self.power - 1)
-        for counts in (self.totals, *self.calls.values()):
-            added = max(1, counts[_LEVELS] - counts[_LEVELS - 1])
-            counts.append(counts[-1] + math.ceil(added * growth))
-
     def at(self, n: int, counts: list[int] | None = None) -> int:
         """The steps (or ``counts``: one lookaround's runs) for a value of n characters."""
         counts = self.totals if counts is None else counts
         while self.period is None and len(self.totals) <= n:
-            if len(self.totals) <= _LEVELS:
-                self._next()
-            else:
-                self._extend()
+            self._next()
         if n < len(counts):
             return counts[n]
         assert self.period is not None
@@ -524,11 +535,30 @@ class _Work:
         return max(counts[first + i + 1] - counts[first + i] for i in range(period))
 
 
-def _covers(big: Ways, small: Ways) -> bool:
-    """Whether ``big`` has every state of ``small``, each reached at least as many ways."""
-    if big == small:
+def _merged(level: list[Ways]) -> list[Ways]:
+    """Fewer :data:`Ways` holding all of ``level``: each set of states with the most ways
+    any of ``level`` reaches each by; if still more than :data:`_SETS`, one such. More
+    ways than any text makes, so the steps counted stay an upper bound."""
+    by_states: dict[frozenset[int], dict[int, int]] = {}
+    for ways in level:
+        most = by_states.setdefault(frozenset(state for state, _ in ways), {})
+        for state, count in ways:
+            most[state] = max(most.get(state, 0), count)
+    groups = list(by_states.values())
+    if len(groups) > _SETS:
+        one: dict[int, int] = {}
+        for most in groups:
+            for state, count in most.items():
+                one[state] = max(one.get(state, 0), count)
+        groups = [one]
+    return [tuple(sorted(most.items())) for most in groups]
+
+
+def _covers(big: Ways, small: Ways, have: dict[int, int]) -> bool:
+    """Whether ``big`` (``have`` as a dict) has every state of ``small``, each reached at
+    least as many ways."""
+    if big == small or len(big) < len(small):
         return False
-    have = dict(big)
     return all(have.get(state, 0) >= count for state, count in small)
 
 
@@ -551,6 +581,25 @@ class Cost:
     most :data:`WAYS` steps per character); 0 when exponential."""
 
 
+def _groups(items: Any, found: dict[int, Any]) -> dict[int, Any]:
+    """Every group of the parsed ``items`` → its body, wherever it is: a back-reference
+    outside a lookaround reads what a group inside it read (``(?=(a))\\1``)."""
+    for op, av in items:
+        name = str(op)
+        if name == "SUBPATTERN":
+            if av[0] is not None:
+                found[av[0]] = av[3]
+            _groups(av[3], found)
+        elif name == "BRANCH":
+            for alternative in av[1]:
+                _groups(alternative, found)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+            _groups(av[2], found)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            _groups(av[1], found)
+    return found
+
+
 def _graph_of(
     items: Any, groups: dict[int, Any], searched: bool, budget: _Budget
 ) -> tuple[_Nfa, _Graph]:
@@ -567,32 +616,36 @@ def _loops(graph: _Graph, components: list[list[int]] | None = None) -> list[lis
     return [c for c in components if len(c) > 1 or any(t == c[0] for t, _ in graph.edges[c[0]])]
 
 
-def _analyse(graph: _Graph, budget: _Budget) -> _Work | None:
-    """The work of ``graph``'s search, None when it can take exponential time."""
+def _analyse(graph: _Graph, budget: _Budget) -> tuple[_Work, int] | None:
+    """The work of ``graph``'s search and the power it grows as, None when it can take
+    exponential time."""
     components = _components(_reachable(graph), lambda s: [t for t, _ in graph.edges[s]])
     loops = _loops(graph, components)
     if any(_exponential(graph, set(loop), budget) for loop in loops):
         return None
     checks = sorted({check for c in components for state in c for check in graph.looks[state]})
-    return _Work(graph, _power(graph, components, loops, budget), budget, checks)
+    return _Work(graph, budget, checks), _power(graph, components, loops, budget)
 
 
 def _cost(items: Any, budget: _Budget) -> Cost:
     """The :class:`Cost` of searching for the parsed pattern ``items``."""
-    nfa, graph = _graph_of(items, {}, True, budget)
-    work = _analyse(graph, budget)
-    if work is None:
+    nfa, graph = _graph_of(items, _groups(items, {}), True, budget)
+    analysed = _analyse(graph, budget)
+    if analysed is None:
         return Cost(True, 0, 0)
+    work, power = analysed
     bodies: dict[int, _Work] = {}
+    powers = [power]
     for check in work.checks:
         inner, body = _graph_of(nfa.looks[check], nfa.groups, False, budget)
         if inner.looks:
             raise _TooComplex  # a lookaround inside a lookaround
-        bodies[check] = found = _analyse(body, budget)  # type: ignore[assignment]
+        found = _analyse(body, budget)
         if found is None:
             return Cost(True, 0, 0)
-    power = max([work.power] + [work.power + b.power for b in bodies.values()])
-    return Cost(False, power, _longest(work, bodies))
+        bodies[check] = found[0]
+        powers.append(power + found[1])
+    return Cost(False, max(powers), _longest(work, bodies))
 
 
 def _longest(work: _Work, bodies: dict[int, _Work]) -> int | None:

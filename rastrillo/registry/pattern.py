@@ -69,8 +69,8 @@ def _tokens(pattern: str) -> Iterator[tuple[str, bool]]:
 
 def pattern_problem(pattern: str) -> str | None:
     """Why ``pattern`` cannot be declared, or None: syntax only Python's ``re`` has, a
-    ``\\S`` inside a character class (not expressible for ``re``), or no regular
-    expression at all."""
+    ``\\S`` inside a character class (not expressible for ``re``), a Unicode property
+    (``\\p{L}``: ``re`` has none), or no regular expression at all."""
     outside: list[str] = []
     for token, in_class in _tokens(pattern):
         if token in ("[]", "[^]"):
@@ -81,6 +81,11 @@ def pattern_problem(pattern: str) -> str | None:
             return (
                 f"pattern {pattern!r}: {token} escapes are Python's (to JavaScript {token} is "
                 f"the letter {token[1]}): write the character itself, or \\uXXXX"
+            )
+        if token in (r"\p", r"\P"):
+            return (
+                f"pattern {pattern!r}: Python's re has no Unicode property escapes "
+                f"({token}{{…}}): write the ranges, as [A-Za-z\\u00C0-\\u024F]"
             )
         outside.append(" " if in_class else token)
     for syntax, problem in _PYTHON_ONLY:

@@ -730,6 +730,21 @@ def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(serve
     assert 'value="evil-script-alert-1-script-img-src-x-onerror-alert-2' in html
 
 
+def test_a_client_name_that_passes_for_another_is_marked_where_the_person_reads_it(
+    server: Server,
+):
+    """``Claude`` spelled with a Cyrillic a (U+0430) is drawn as ``Claude``: each look-alike
+    is shown with its code point, in the heading and the sentence, and escaped in the
+    <title>."""
+    client_id = server.register(name="Cl\u0430ude C\u043ede")
+    html = server.browser().get(server.consent_url(client_id, pkce()[1])).text
+    for char in "\u0430\u043e":
+        mark = f'<span class="lookalike" title="not an ASCII character: U+{ord(char):04X}">'
+        mark += f'{char}<span class="cp">U+{ord(char):04X}</span></span>'
+        assert html.count(mark) == 2
+    assert "<title>Connect Cl\\u0430ude C\\u043ede?</title>" in html
+
+
 def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser_goes(
     server: Server,
 ):
@@ -760,6 +775,8 @@ def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser
         # app that claims the scheme, whatever follows it, so the page names the scheme.
         ("com.evil.app://app.example/oauth/cb", "com.evil.app:"),
         ("com.evil.app://app.example:443/oauth/cb", "com.evil.app:"),
+        # A host with a Cyrillic a is named as the browser sends it: in ASCII, punycode.
+        ("https://p\u0430ypal.com/cb", "xn--pypal-4ve.com"),
     ],
 )
 def test_the_consent_page_names_where_the_browser_really_goes(server: Server, redirect, shown):
@@ -770,7 +787,9 @@ def test_the_consent_page_names_where_the_browser_really_goes(server: Server, re
     assert goes is not None and goes.group(1) == shown, html
     done = server.answer(consent)
     assert done.status_code == 303
-    assert done.headers["location"].startswith(redirect + "?code=")
+    host = urlsplit(redirect).hostname if redirect.startswith("https:") else None
+    sent = redirect.replace(host, shown) if host else redirect  # a host as sent: in ASCII
+    assert done.headers["location"].startswith(sent + "?code=")
 
 
 def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Server):

@@ -137,3 +137,14 @@ def test_a_hostile_client_name_is_listed_with_every_character_shown(t):
         assert f'title="an invisible character, {label}">{label}</span>' in page
     revoke = 'aria-label="Revoke assistant (Claude\\u2028Desktop\\u200b\\u2060\\u3164)"'
     assert revoke in page
+
+
+def test_a_client_name_that_passes_for_another_is_listed_marked(t):
+    """``Claude`` spelled with a Cyrillic a (U+0430) is drawn as ``Claude``: listed beside
+    the real one, the person could revoke the wrong client. The look-alike is shown with
+    its code point, and escaped in the Revoke button's label."""
+    grants.create_grant(t.db, user_id="3", agent="assistant", client="Cl\u0430ude")
+    page = signed_in(t, "3").get("/_rastrillo/agents").text
+    mark = '<span class="lookalike" title="not an ASCII character: U+0430">'
+    assert mark + '\u0430<span class="cp">U+0430</span></span>' in page
+    assert 'aria-label="Revoke assistant (Cl\\u0430ude)"' in page

@@ -115,6 +115,13 @@ def test_every_pattern_both_read_matches_what_ecma_262_matches(
         assert (ours.search(value) is not None) == (ecma.find(value) is not None), value
 
 
+@pytest.mark.parametrize("pattern", [r"^\p{L}+$", r"^[\p{Lu}\d]+$", r"\P{N}"])
+def test_a_unicode_property_is_refused_as_what_it_is(pattern: str) -> None:
+    # ^\p{L}+$ was refused as a "possessive quantifier" (the } before +).
+    said = pattern_problem(pattern)
+    assert said is not None and "no Unicode property escapes" in said
+
+
 @pytest.mark.parametrize(
     ("pattern", "problem"),
     [

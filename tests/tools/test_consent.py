@@ -202,6 +202,21 @@ def test_every_invisible_character_of_an_approved_value_is_shown(f, hidden):
     assert page.count(">U+0020</span>") == 2  # the reason's leading and trailing spaces
 
 
+def test_a_value_is_read_in_the_words_the_sentence_makes_around_it(f):
+    """Alone, a value all in Cyrillic letters reads as written; put after ``#A`` in the
+    sentence, its letters pass for Latin ones in ``#AB``, and are marked there."""
+    for tools in (f.options.tools, f.defs):
+        i = next(i for i, d in enumerate(tools) if d.id == CANCEL)
+        tools[i] = dataclasses.replace(tools[i], confirm="Cancel order #A{id}? ({reason})")
+    pending = propose(f, f.session("3"), {"id": "\u0412", "reason": "dup"})  # a Cyrillic B
+    page = browser(f, "3").get(pending.url).text
+    sentence = re.search(r'<p class="sentence">(.*)</p>', page)
+    assert sentence is not None
+    mark = '<span class="lookalike" title="not an ASCII character: U+0412">\u0412'
+    assert sentence.group(1).count(mark) == 1
+    assert page.count(mark) == 1  # the table shows the value alone: a Cyrillic letter
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
