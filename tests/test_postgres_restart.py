@@ -8,6 +8,7 @@ scripts/with-postgres), so stopping it disturbs no other test.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import shutil
 import subprocess
@@ -20,14 +21,19 @@ from pathlib import Path
 
 import pytest
 
+import rastrillo
 from rastrillo.storage import Database
+from rastrillo.tools import Call, audit
+from rastrillo.tools import dispatch_sync as run
 from tests.support import Server, free_port, until
+from tests.tools._tools_app import build
 
 pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 
 TICKETS = Path(__file__).resolve().parent.parent / "examples" / "tickets"
 ORIGIN = "http://tickets.test"
 CLIENTS = 6
+AGENT = rastrillo.Actor.agent("concierge")
 
 
 @dataclass
@@ -219,3 +225,55 @@ def test_postgresql_restarted_under_load(postgres: Postgres, tmp_path: Path):
     left = db.query_one("SELECT tickets_left FROM events WHERE id = 1").tickets_left
     assert 100000 - left == len(ids)  # each order took one ticket: none half-written
     db.dispose()
+
+
+class _Logged(logging.Handler):
+    """Sets an event when a log record's message holds ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_audit_rows_wait_out_a_stopped_postgresql_bounded(
+    postgres: Postgres, tmp_path: Path, monkeypatch, caplog
+):
+    """Reads go on while PostgreSQL is stopped: their audit rows wait, at most
+    QUEUED_MAX of them, and are written once it is back; the rest are logged in full."""
+    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 5)
+    f = build(tmp_path, db=postgres.url)
+
+    def read(call_id: str) -> None:
+        call = Call(
+            tool="search_get", args={"q": call_id, "page": "1"}, actor=AGENT, call_id=call_id
+        )
+        assert run(f.app, f.defs, call).status == 200  # a read that needs no database
+
+    waiting = _Logged("rows wait for the database")
+    logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
+    try:
+        postgres.stop()
+        read("first")
+        assert waiting.event.wait(30), "the writer never tried to write"
+        for n in range(40):
+            read(f"down-{n}")
+        with pytest.raises(audit.AuditNotWritten) as report:
+            audit.flush(f.app.db, timeout=0)
+        assert (report.value.pending, report.value.dropped) == (21, 20)
+        postgres.start()
+    finally:
+        logging.getLogger("rastrillo.tools.audit").removeHandler(waiting)
+    audit.flush(f.app.db, timeout=30)
+    written = sorted(r.call_id for r in audit.latest(f.app.db, limit=100))
+    assert written == sorted(["first", *(f"down-{n}" for n in range(20))])
+    logged = [m for m in caplog.messages if "row not queued" in m]
+    assert [m.split('"call_id": "')[1].split('"')[0] for m in logged] == [
+        f"down-{n}" for n in range(20, 40)
+    ]
+    f.app.db.dispose()
