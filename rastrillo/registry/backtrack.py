@@ -30,9 +30,9 @@ start late (after ``(?:b{16}){16}``'s 256 characters).
 It errs only towards refusing: a bounded repetition wider than :data:`_COPIES` counts as
 unbounded, a back-reference as a copy of its group (wherever the group is, a lookaround
 included) that can fail at its end, an assertion as always passing, and a lookaround as
-run at every place it can be reached. A state the search cannot fail after (the rest of the pattern matches
-whatever follows: ``\\S+`` unanchored) ends it, as it ends ``re``'s search; so does a
-start the pattern can match nothing at (``([a-z]+,)*`` unanchored).
+run at every place it can be reached. A state the search cannot fail after (the rest of
+the pattern matches whatever follows: ``\\S+`` unanchored) ends it, as it ends ``re``'s
+search; so does a start the pattern can match nothing at (``([a-z]+,)*`` unanchored).
 """
 
 from __future__ import annotations
