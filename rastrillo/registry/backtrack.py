@@ -541,22 +541,17 @@ class _Work:
 
 
 def _merged(level: list[Ways]) -> list[Ways]:
-    """Fewer :data:`Ways` holding all of ``level``: each set of states with the most ways
-    any of ``level`` reaches each by; if still more than :data:`_SETS`, one such. More
-    ways than any text makes, so the steps counted stay an upper bound."""
+    """Fewer :data:`Ways` holding all of ``level``: one per set of states, each state with
+    the most ways any of ``level`` with those states reaches it by. More ways than any
+    text makes, so the steps counted stay an upper bound; merging only ways with the
+    same states keeps it close (merging all adds up ways no one text makes, and the
+    excess compounds, length after length)."""
     by_states: dict[frozenset[int], dict[int, int]] = {}
     for ways in level:
         most = by_states.setdefault(frozenset(state for state, _ in ways), {})
         for state, count in ways:
             most[state] = max(most.get(state, 0), count)
-    groups = list(by_states.values())
-    if len(groups) > _SETS:
-        one: dict[int, int] = {}
-        for most in groups:
-            for state, count in most.items():
-                one[state] = max(one.get(state, 0), count)
-        groups = [one]
-    return [tuple(sorted(most.items())) for most in groups]
+    return [tuple(sorted(most.items())) for most in by_states.values()]
 
 
 def _covers(big: Ways, small: Ways, have: dict[int, int]) -> bool:

@@ -78,6 +78,10 @@ SAFE = [
     r"\bid\b",
     r"\d",
     r"\S+",
+    # semver.org's: many sets of ways at one length (merging them all refused it).
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$",
     # Unanchored, each can match an empty value: the search ends where it starts.
     r"([a-z]+,)*",
     r"(\d+,)*\d*",
