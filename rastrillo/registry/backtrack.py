@@ -61,6 +61,12 @@ _COPIES = 16
 """A bounded repetition up to this wide is modelled exactly; a wider one as unbounded."""
 _POSITIONS = 2_000
 """More character positions than this and the pattern is too large to check."""
+_WALKED = 16
+"""Nodes of empty paths a step covers. ``re`` walks a state's empty paths (``(?:)*``,
+``(?=){2,}``, empty alternatives) each time a way reaches it, reading nothing: a way at a
+state whose paths pass more nodes than this costs a step per node past them, as ``re``
+takes about that long per node (an ordinary pattern's paths pass fewer, and cost 1;
+``(?:|){2,}(|){2,}$``'s pass hundreds at every character)."""
 _SETS = 16
 """More :data:`Ways` than this after some length and they are merged (:func:`_merged`)."""
 _STEPS = 200_000
@@ -243,6 +249,8 @@ class _Graph:
     """Each state's edges as (target, how many ways ``re`` takes it)."""
     looks: list[list[int]]
     """Each state's lookarounds (their check nodes) run after it, before the next step."""
+    weights: list[int]
+    """The steps a way at each state costs: 1, or more where its empty paths are many."""
 
 
 def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) -> _Graph:
@@ -253,9 +261,10 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
     for i, (source, _, _) in enumerate(nfa.steps):
         leaving.setdefault(source, []).append(i + 2)
 
-    def closure(node: int, begin: bool) -> tuple[dict[int, int], list[int], bool]:
+    def closure(node: int, begin: bool) -> tuple[dict[int, int], list[int], bool, int]:
         """Every position reached from ``node`` by empty paths, counted per path; the
-        lookarounds passed; whether the end is reached without a check.
+        lookarounds passed; whether the end is reached without a check; the nodes the
+        paths pass, as ``re`` walks them.
 
         An iteration begun on the path has read nothing when it ends: ``re`` ends it
         all the same (one more way on to what follows the loop, besides not beginning
@@ -264,9 +273,11 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
         looks: list[int] = []
         done = False
         stack: list[tuple[int, bool, frozenset[int]]] = [(node, False, frozenset())]
+        walked = 0
         while stack:
             here, checked, entered = stack.pop()
             budget.spend()
+            walked += 1
             for position in leaving.get(here, ()):
                 reached[position] = reached.get(position, 0) + 1
             if here in nfa.looks and here not in looks:
@@ -283,7 +294,7 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
                         entered | {target} if kind == _ENTER else entered,
                     )
                 )
-        return reached, looks, done
+        return reached, looks, done, walked
 
     everything = [(0, _TOP - 1)]
     cuts = sorted(
@@ -301,11 +312,13 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
     edges: list[list[tuple[int, int]]] = [[] for _ in range(count)]
     looks: list[list[int]] = [[] for _ in range(count)]
     final = [False] * count
+    weights = [1] * count
     for state in range(count):
         if state == 1 and not searched:
             continue
         node = start if state < 2 else nfa.steps[state - 2][2]
-        reached, looks[state], final[state] = closure(node, begin=state == 0)
+        reached, looks[state], final[state], walked = closure(node, begin=state == 0)
+        weights[state] = max(1, walked - _WALKED)
         edges[state] = sorted(reached.items())
         if searched and state < 2 and not final[state]:
             # On to the next start, unless the pattern can match nothing unchecked here:
@@ -322,7 +335,7 @@ def _graph(nfa: _Nfa, start: int, accept: int, searched: bool, budget: _Budget) 
                 changed = True
     for s in done:
         edges[s] = []
-    return _Graph(labels, edges, looks)
+    return _Graph(labels, edges, looks, weights)
 
 
 def _classes(labels: list[int]) -> list[int]:
@@ -508,7 +521,9 @@ class _Work:
         held = [(v, dict(v)) for v in found]
         level = [w for w in found if w and not any(_covers(v, w, h) for v, h in held)]
         self.level = level
-        self.totals.append(self.totals[-1] + max((sum(c for _, c in w) for w in level), default=0))
+        weights = self.graph.weights
+        most = max((sum(c * weights[s] for s, c in w) for w in level), default=0)
+        self.totals.append(self.totals[-1] + most)
         for check, calls in self.calls.items():
             calls.append(calls[-1] + max((self._calls(w, check) for w in level), default=0))
         key = frozenset(level)

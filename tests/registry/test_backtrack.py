@@ -222,3 +222,19 @@ def test_a_long_fixed_prefix_lets_a_value_only_that_much_longer(tail: str, copie
     prefixed = cost(f"^(?:b{{16}}){{{copies}}}" + tail).longest
     assert alone is not None and prefixed is not None
     assert prefixed <= alone + 16 * copies
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?:()(?:)*|-|\1(?:b||a)?)(?:\b(?:)*|(?:\1||)\1(?=){2,})+$",
+        r"(?:|){2,}(|){2,}$",
+    ],
+)
+def test_empty_paths_re_walks_at_each_character_count_as_steps(pattern: str) -> None:
+    # The search found these: they read almost nothing, but re walks their empty paths
+    # ((?:)*, (?=){2,}, empty alternatives) from every start. The first was allowed
+    # 35,713 characters (0.2 s; a MiB, 4.9 s), the second any length (a MiB, 5.6 s).
+    found = cost(pattern)
+    assert found.longest is not None and found.longest < 1_000
+    assert Arg("a code", pattern=pattern, max_length=found.longest).max_length == found.longest
