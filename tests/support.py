@@ -148,3 +148,43 @@ def until(condition: Callable[[], object], what: str, timeout: float = 15) -> ob
 
 def _limit_open_files(count: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
+
+
+def self_signed(folder: Path, host: str, address: str | None = None) -> tuple[Path, Path]:
+    """A self-signed certificate for ``host`` (and the IP ``address``, if given), written to
+    ``folder``: its key file and its certificate file."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    names: list[x509.GeneralName] = [x509.DNSName(host)]
+    if address is not None:
+        names.append(x509.IPAddress(ipaddress.ip_address(address)))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_file, cert_file = folder / "key.pem", folder / "cert.pem"
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return key_file, cert_file

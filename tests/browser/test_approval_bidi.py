@@ -10,19 +10,13 @@ the other value and the arrow moved. Each value must stay within its own place.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser
 
-import rastrillo
 from rastrillo.app import App
-from rastrillo.registry.declare import ToolDef, tool_id
-from rastrillo.routing import Route
-from rastrillo.sessions import cookie_name, create_session, require
-from rastrillo.testing import live_server
-from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
+from tests.browser.approvals import approval_page, write_tool_served
 
 pytestmark = pytest.mark.browser
 
@@ -47,43 +41,10 @@ VISUAL_ORDER = """(element) => {
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    @require
-    def move(ctx: rastrillo.Context):
-        return ctx.text("moved")
-
-    defn = ToolDef(
-        id=tool_id("POST", "/moves"),
-        method="POST",
-        path="/moves",
-        description="Move a box to a shelf.",
-        access=rastrillo.ToolWrite,
-        args={"box": "the box", "shelf": "the shelf"},
-        confirm=MOVE,
-    )
-    options = rastrillo.Options(
-        app_dir=tmp_path,
-        db=str(tmp_path / "app.db"),
-        routes=[Route("POST", "/moves", "move", move)],
-        tools=[defn],
-    )
-    with live_server(options) as served:
+    with write_tool_served(
+        tmp_path, "/moves", "Move a box to a shelf.", {"box": "the box", "shelf": "the shelf"}, MOVE
+    ) as served:
         yield served
-
-
-def approval_page(browser: Browser, app: App, args: dict[str, str]) -> Page:
-    """An agent proposes the move for user 1; user 1's browser opens its approval page."""
-    session = create_session(app.db, "1")
-    call = Call(
-        tool="moves_post", args=args, actor=rastrillo.Actor.agent("helper"), session=session
-    )
-    with ThreadPoolExecutor(1) as thread:  # Playwright holds an event loop in this one
-        refused = thread.submit(dispatch_sync, app, call).exception()
-    assert isinstance(refused, ConfirmRequired)
-    context = browser.new_context(java_script_enabled=False)
-    context.add_cookies([{"name": cookie_name(app.origin), "value": session, "url": app.origin}])
-    page = context.new_page()
-    page.goto(refused.url)
-    return page
 
 
 @pytest.mark.parametrize(

@@ -13,19 +13,13 @@ character is.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
-import rastrillo
 from rastrillo.app import App
-from rastrillo.registry.declare import ToolDef, tool_id
-from rastrillo.routing import Route
-from rastrillo.sessions import cookie_name, create_session, require
-from rastrillo.testing import live_server
-from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
+from tests.browser.approvals import approval_page, write_tool_served
 from tests.browser.chromium import ARTIFACTS
 
 pytestmark = pytest.mark.browser
@@ -35,43 +29,14 @@ SEND = "Send {amount} to {host}?"
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    @require
-    def send(ctx: rastrillo.Context):
-        return ctx.text("sent")
-
-    defn = ToolDef(
-        id=tool_id("POST", "/sends"),
-        method="POST",
-        path="/sends",
-        description="Send an amount to a host.",
-        access=rastrillo.ToolWrite,
-        args={"amount": "how much", "host": "where to"},
-        confirm=SEND,
-    )
-    options = rastrillo.Options(
-        app_dir=tmp_path,
-        db=str(tmp_path / "app.db"),
-        routes=[Route("POST", "/sends", "send", send)],
-        tools=[defn],
-    )
-    with live_server(options) as served:
+    with write_tool_served(
+        tmp_path,
+        "/sends",
+        "Send an amount to a host.",
+        {"amount": "how much", "host": "where to"},
+        SEND,
+    ) as served:
         yield served
-
-
-def approval_page(browser: Browser, app: App, args: dict[str, str]) -> Page:
-    """An agent proposes the send for user 1; user 1's browser opens its approval page."""
-    session = create_session(app.db, "1")
-    call = Call(
-        tool="sends_post", args=args, actor=rastrillo.Actor.agent("helper"), session=session
-    )
-    with ThreadPoolExecutor(1) as thread:  # Playwright holds an event loop in this one
-        refused = thread.submit(dispatch_sync, app, call).exception()
-    assert isinstance(refused, ConfirmRequired)
-    context = browser.new_context(java_script_enabled=False)
-    context.add_cookies([{"name": cookie_name(app.origin), "value": session, "url": app.origin}])
-    page = context.new_page()
-    page.goto(refused.url)
-    return page
 
 
 @pytest.mark.parametrize(

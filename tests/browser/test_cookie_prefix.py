@@ -11,15 +11,10 @@ cookie's name whole, as the browser does.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from playwright.sync_api import Browser, sync_playwright
 
 from rastrillo.app import App
@@ -28,6 +23,7 @@ from rastrillo.testing import live_server
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.browser.hostile import hostile_site
 from tests.sessions._sessions_app import make_options
+from tests.support import self_signed
 
 pytestmark = pytest.mark.browser
 
@@ -45,38 +41,10 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for the app's name: its key and certificate files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, APP_HOST)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(APP_HOST)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_file, cert_file = folder / "key.pem", folder / "cert.pem"
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return key_file, cert_file
-
-
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
     """The session test app served by uvicorn over TLS as ``https://app.site.test:PORT``."""
-    key_file, cert_file = _certificate(tmp_path)
+    key_file, cert_file = self_signed(tmp_path, APP_HOST)
     tls = {"ssl_keyfile": str(key_file), "ssl_certfile": str(cert_file)}
     with live_server(make_options(tmp_path), host=APP_HOST, **tls) as app:
         yield app

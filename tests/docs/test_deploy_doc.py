@@ -14,8 +14,6 @@ workers open rather than opening one per request.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import socket
 import ssl
 import subprocess
@@ -26,13 +24,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.doc_examples import doc_block
-from tests.support import Server, free_port, write_app
+from tests.support import Server, free_port, self_signed, write_app
 
 NGINX = Path("/usr/sbin/nginx")
 HOST = "tickets.example"
@@ -91,35 +85,6 @@ def site(port: int, key: Path, cert: Path) -> str:
         ssl_certificate_key {key};""")
 
 
-def certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for the app's name and 127.0.0.1: its key and cert files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
-    now = datetime.datetime.now(datetime.UTC)
-    names = [x509.DNSName(HOST), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_file, cert_file = folder / "key.pem", folder / "cert.pem"
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return key_file, cert_file
-
-
 def wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -138,7 +103,7 @@ def nginx(conf: Callable[[int, Path, Path], str], folder: Path) -> Iterator[http
     """nginx serving ``conf(port, key, cert)``'s http blocks on a free port; a client of it."""
     if not NGINX.exists():
         pytest.fail("no nginx: run `make test` (scripts/ensure-debian installs Debian's)")
-    key, cert = certificate(folder)
+    key, cert = self_signed(folder, HOST, "127.0.0.1")
     port = free_port()
     path = folder / "nginx.conf"
     path.write_text(nginx_conf(conf(port, key, cert), folder))
