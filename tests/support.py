@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import signal
@@ -10,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -188,3 +190,17 @@ def self_signed(folder: Path, host: str, address: str | None = None) -> tuple[Pa
     )
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return key_file, cert_file
+
+
+class LogSeen(logging.Handler):
+    """A log handler whose ``event`` is set once a record's message holds ``text``: a test
+    waits on it rather than sleeping until the log says something happened."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()

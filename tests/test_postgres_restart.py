@@ -25,7 +25,7 @@ import rastrillo
 from rastrillo.storage import Database
 from rastrillo.tools import Call, audit
 from rastrillo.tools import dispatch_sync as run
-from tests.support import Server, free_port, until
+from tests.support import LogSeen, Server, free_port, until
 from tests.tools._tools_app import build
 
 pytestmark = [pytest.mark.postgres, pytest.mark.processes]
@@ -227,19 +227,6 @@ def test_postgresql_restarted_under_load(postgres: Postgres, tmp_path: Path):
     db.dispose()
 
 
-class _Logged(logging.Handler):
-    """Sets an event when a log record's message holds ``text``."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-        self.event = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.text in record.getMessage():
-            self.event.set()
-
-
 def test_audit_rows_wait_out_a_stopped_postgresql_bounded(
     postgres: Postgres, tmp_path: Path, monkeypatch, caplog
 ):
@@ -255,7 +242,7 @@ def test_audit_rows_wait_out_a_stopped_postgresql_bounded(
         )
         assert run(f.app, f.defs, call).status == 200  # a read that needs no database
 
-    waiting = _Logged("rows wait for the database")
+    waiting = LogSeen("rows wait for the database")
     logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
     try:
         postgres.stop()

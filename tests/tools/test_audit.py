@@ -11,7 +11,6 @@ import logging
 import re
 import shutil
 import sqlite3
-import threading
 import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from rastrillo.routing import Route
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
-from tests.support import wait_until
+from tests.support import LogSeen, wait_until
 from tests.tools._tools_app import Fixture, build
 
 AGENT = rastrillo.Actor.agent("concierge")
@@ -510,19 +509,6 @@ def test_a_row_the_database_refuses_costs_no_other_row_and_flush_says_so(tmp_pat
     audit.flush(f.app.db)  # reported once
 
 
-class _Seen(logging.Handler):
-    """Sets an event when a log record's message holds ``text``."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-        self.event = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.text in record.getMessage():
-            self.event.set()
-
-
 def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeypatch, caplog):
     """Another process holds SQLite's write lock longer than the busy timeout: the rows
     wait and are written once it lets go; flush and shutdown say what is not written yet."""
@@ -531,7 +517,7 @@ def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeyp
     session = f.session("3")
     holder = sqlite3.connect(f.app.db.engine.url.database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
-    waiting = _Seen("rows wait for the database")
+    waiting = LogSeen("rows wait for the database")
     logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
     try:
         for n in range(3):
@@ -572,7 +558,7 @@ def _audit_locked(db: storage.Database) -> Iterator[Callable[[], bool]]:
     if db.is_sqlite:
         holder = sqlite3.connect(db.engine.url.database, isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
-        waiting = _Seen("rows wait for the database")
+        waiting = LogSeen("rows wait for the database")
         logging.getLogger("rastrillo.tools.audit").addHandler(waiting)
         try:
             yield waiting.event.is_set
