@@ -18,7 +18,6 @@ import socket
 import ssl
 import subprocess
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import httpx
 import pytest
 
 from tests.doc_examples import doc_block
-from tests.support import Server, free_port, self_signed, write_app
+from tests.support import Server, free_port, self_signed, until, write_app
 
 NGINX = Path("/usr/sbin/nginx")
 HOST = "tickets.example"
@@ -86,16 +85,16 @@ def site(port: int, key: Path, cert: Path) -> str:
 
 
 def wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"nginx exited early:\n{log.read_text()}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
         except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"nginx did not start:\n{log.read_text()}")
+            return False
+        return True
+
+    until(listening, "nginx to listen", timeout=30)
 
 
 @contextlib.contextmanager
