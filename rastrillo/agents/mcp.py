@@ -55,6 +55,7 @@ from mcp.server.request_state import (
     RequestStateSecurity,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
@@ -234,7 +235,14 @@ class McpEndpoint:
         server.middleware.append(
             RequestStateBoundary(security, default_audience=self._settings.origin + MCP_PATH)
         )
-        self._manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
+        # The SDK's Host/Origin check stays off (``__call__`` checks Origin against the app's):
+        # its settings given once, not built again by the SDK for every request.
+        self._manager = StreamableHTTPSessionManager(
+            server,
+            stateless=True,
+            json_response=True,
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
         metadata = AnyHttpUrl(self._settings.origin + RESOURCE_METADATA_PATH)
         protected = RequireAuthMiddleware(self._answer, [], metadata)
         self._bearer = _GrantBackend(db)
