@@ -148,7 +148,7 @@ def param_name(segment: str) -> str | None:
 
     The one place a route path's parameters are parsed.
     """
-    return segment[1:-1] if segment.startswith("{") and segment.endswith("}") else None
+    return segment[1:-1] if segment and segment[0] == "{" and segment[-1] == "}" else None
 
 
 def path_params(path: str) -> list[str]:

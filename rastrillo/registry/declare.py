@@ -281,7 +281,7 @@ def _choice_problems(kind: ArgType, choices: object) -> list[tuple[str, str]]:
     return []
 
 
-_PLAIN = Arg("")
+_PLAIN_FIELDS = dict(Arg("").__dict__)
 
 
 def _plain_arg(description: str) -> Arg:
@@ -291,7 +291,10 @@ def _plain_arg(description: str) -> Arg:
     if not isinstance(description, str):
         return Arg(description)  # refused, as the constructor words it
     arg = object.__new__(Arg)
-    arg.__dict__.update(_PLAIN.__dict__, description=description, rendered={})
+    values = arg.__dict__
+    values.update(_PLAIN_FIELDS)
+    values["description"] = description
+    values["rendered"] = {}
     return arg
 
 
