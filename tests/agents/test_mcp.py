@@ -29,6 +29,7 @@ from rastrillo.registry.schemas import schemas
 from rastrillo.storage import Database
 from rastrillo.tools import audit
 from tests.agents.mcp_app import Person, make_app
+from tests.support import TLS
 
 HANDSHAKE = ["2025-06-18", "2025-11-25"]
 MODERN = "2026-07-28"
@@ -46,7 +47,7 @@ def served(tmp_path, serve):
 @asynccontextmanager
 async def connect(url: str, token: str, revision: str, elicit: Any = None) -> AsyncIterator[Client]:
     """The official client at one revision: the handshake ones offer it at initialize."""
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
     mode = MODERN if revision == MODERN else "legacy"
     async with http:
         client = Client(
@@ -175,7 +176,7 @@ def test_a_foreign_origin_is_refused_and_no_origin_is_fine(served):
         "Authorization": f"Bearer {token}",
     }
     port = server.base_url.rsplit(":", 1)[1]
-    with httpx.Client(base_url=server.base_url) as http:
+    with httpx.Client(verify=TLS, base_url=server.base_url) as http:
         for foreign in (
             f"http://127.0.0.1:{int(port) + 1}",
             f"http://localhost:{port}",
@@ -219,7 +220,7 @@ def test_a_get_opens_no_stream_that_would_outlive_its_grant(served):
     alice = Person(server.base_url, db, "3")
     token = alice.token("listener")
     headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
-    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+    with httpx.Client(verify=TLS, base_url=server.base_url, timeout=30) as http:
         unauthorized = http.get("/mcp", headers=headers)
         assert unauthorized.status_code == 401  # discovery still starts from /mcp
         assert "resource_metadata=" in unauthorized.headers["www-authenticate"]
