@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from rastrillo.errors import print_mistakes_as_one_line
-
 # `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,9 +22,6 @@ if TYPE_CHECKING:
     from rastrillo.registry.declare import Access, Arg, Tool, ToolDef, ToolRead, ToolWrite
     from rastrillo.registry.validate import ArgError
     from rastrillo.serve import run
-
-# `python app.py` with a misspelt setting: one line naming it, not a traceback.
-print_mistakes_as_one_line()
 
 __version__ = "0.1.0"
 

@@ -12,6 +12,10 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+
 
 class RastrilloError(Exception):
     """Base class for errors caused by the app or its configuration."""
@@ -50,6 +54,7 @@ def refuse_unknown_fields(kind: str, given: Iterable[str], fields: Sequence[str]
     the file and line of the statement outside the framework that called ``kind``."""
     for name in given:
         if name not in fields:
+            one_line_if_it_ends_the_script()
             raise UnknownField(f"{_caller()}: {unknown_field(kind, name, fields)}")
 
 
@@ -68,10 +73,42 @@ def _caller() -> str:
     return f"{where}:{frame.f_lineno}"
 
 
+def one_line_if_it_ends_the_script() -> None:
+    """Called where a user's mistake is raised: if it is raised as ``python app.py`` loads
+    (its top-level statements, and the action files they load through ``gen/``), have it
+    print as one line should nothing catch it, as the command line says a mistake.
+
+    Only then: ``import rastrillo`` changes no process-wide hook, so a program that uses
+    Rastrillo from its functions (its tests, a library) keeps Python's own traceback.
+    """
+    if _loading_the_script(sys._getframe(1)):
+        print_mistakes_as_one_line()
+
+
+def _loading_the_script(frame: FrameType) -> bool:
+    """Whether ``frame`` runs as the main script file loads: every frame below it is
+    module-level code (the script's, an action's), Python's own (an import, a dataclass's
+    ``__init__``), Rastrillo's or the app's ``gen/``, down to the script's top level."""
+    while frame.f_back is not None:
+        code = frame.f_code
+        if not (
+            code.co_name == "<module>"
+            or code.co_filename.startswith((_PACKAGE, "<"))
+            or frame.f_globals.get("__package__") == "gen"
+        ):
+            return False
+        frame = frame.f_back
+    top = frame.f_globals
+    return (
+        frame.f_code.co_name == "<module>"
+        and top.get("__name__") == "__main__"
+        and "__file__" in top
+    )
+
+
 def print_mistakes_as_one_line() -> None:
-    """Have an app's mistake that reaches the top of ``python app.py`` (a misspelt or
-    wrong-kind setting, raised as ``app.py`` runs) print as one line, as the command
-    line prints it, instead of a traceback through the framework. Any other
+    """Have an app's mistake that reaches the top of the process print as one line, as the
+    command line prints it, instead of a traceback through the framework. Any other
     exception still goes to the hook there was. ``RASTRILLO_TRACEBACK=1`` shows the
     traceback too."""
     previous = sys.excepthook

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from rastrillo.errors import ConfigError, RastrilloError
+from rastrillo.errors import ConfigError, RastrilloError, one_line_if_it_ends_the_script
 from rastrillo.options import Options
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def load_handle(app_dir: Path, source: str) -> Handle:
     """The ``handle`` of an action file, ``source`` relative to ``app_dir``."""
     handle = getattr(load_file(app_dir / source, "action"), "handle", None)
     if not callable(handle):
+        one_line_if_it_ends_the_script()
         raise RastrilloError(f"{source}: defines no handle(ctx)")
     return handle
 

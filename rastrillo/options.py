@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 from rastrillo import limits
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.drain import DEFAULT_DRAIN_TIMEOUT
-from rastrillo.errors import ConfigError, refuse_unknown_fields
+from rastrillo.errors import ConfigError, one_line_if_it_ends_the_script, refuse_unknown_fields
 from rastrillo.storage import POOL_SIZE, database_url
 
 if TYPE_CHECKING:
@@ -140,6 +140,7 @@ class Options:
         for name, accepts, wanted in _SETTINGS:
             value = getattr(self, name)
             if not accepts(value):
+                one_line_if_it_ends_the_script()
                 raise ConfigError(f"Options.{name} is {wanted}, not {value!r}")
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:

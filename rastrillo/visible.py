@@ -128,10 +128,15 @@ _ALWAYS, _PUNCTUATION, _LETTER = "always", "punctuation", "letter"
 
 
 @lru_cache(maxsize=4096)
+def _folded(char: str) -> str:
+    """The text ``char`` is a form of, by NFKC (``a`` for a fullwidth a, ``.`` for a one dot
+    leader, a Greek alpha for a mathematical one)."""
+    return unicodedata.normalize("NFKC", char)
+
+
 def _ascii_form(char: str) -> str:
-    """The ASCII text ``char`` is a form of (itself, for ASCII; ``a`` for a fullwidth a,
-    ``.`` for a one dot leader), or "" if it is none."""
-    folded = unicodedata.normalize("NFKC", char)
+    """The ASCII text ``char`` is a form of (itself, for ASCII), or "" if it is none."""
+    folded = _folded(char)
     return folded if folded.isascii() else ""
 
 
@@ -151,7 +156,7 @@ def _kind(char: str) -> str:
     if (form.strip() and not any(c.isalnum() for c in form)) or char in _PUNCTUATION_LIKE:
         return _PUNCTUATION
     if category[0] == "L":
-        name = unicodedata.name(unicodedata.normalize("NFKC", char)[0], "")
+        name = unicodedata.name(_folded(char)[0], "")
         if name.split(" ", 1)[0] in _LATIN_LIKE_SCRIPTS:
             return _LETTER
     return ""

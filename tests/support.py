@@ -15,10 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
 from rastrillo.generate import generate
+
+T = TypeVar("T")
 
 APP_PY = """\
 from collections.abc import Callable
@@ -64,15 +67,6 @@ def write_app(
         path.write_text(textwrap.dedent(source))
     generate(root)
     return root
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
-    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the condition")
-        time.sleep(0.01)
 
 
 def free_port() -> int:
@@ -137,8 +131,10 @@ class Server:
         return self.process.wait(timeout=timeout)
 
 
-def until(condition: Callable[[], object], what: str, timeout: float = 15) -> object:
-    """Poll ``condition`` until it is truthy and return it; fail after ``timeout`` seconds."""
+def until(condition: Callable[[], T], what: str, timeout: float = 20) -> T:
+    """Poll ``condition`` until it is truthy and return what it gave; fail the test, naming
+    ``what`` it waited for, after ``timeout`` seconds (a bound on a hang, not a claim on
+    speed: a loaded machine is slow)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()

@@ -2,6 +2,7 @@
 and a misspelt setting (or `Tool` field) in one line naming the one meant."""
 
 import math
+import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -91,10 +92,15 @@ def handle(ctx):
 """
 
 
-@pytest.mark.parametrize("mistake", ["setting", "tool field"])
+@pytest.mark.parametrize("mistake", ["setting", "tool field", "wrong kind"])
 def test_python_app_py_says_a_misspelling_in_one_line(mistake, tmp_path):
     """Not a traceback through the framework, and not the same mistake twice."""
-    if mistake == "setting":
+    if mistake == "wrong kind":
+        app_dir = write_app(
+            tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="approval_ttl=5,"
+        )
+        said = "Options.approval_ttl is a datetime.timedelta longer than zero, not 5"
+    elif mistake == "setting":
         app_dir = write_app(
             tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="aproval_ttl=5,"
         )
@@ -129,3 +135,71 @@ def test_python_app_py_says_a_misspelling_in_one_line(mistake, tmp_path):
         timeout=60,
     )
     assert (started.returncode, started.stdout, started.stderr) == (1, "", f"error: {said}\n")
+
+
+def test_rastrillo_traceback_shows_where_a_mistake_in_app_py_came_from(tmp_path):
+    app_dir = write_app(
+        tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="aproval_ttl=5,"
+    )
+    started = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=app_dir,
+        env={**os.environ, "RASTRILLO_TRACEBACK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 1
+    assert started.stderr.startswith("Traceback (most recent call last):\n")
+    assert 'app.py", line 7, in <module>' in started.stderr
+
+
+def test_the_command_line_says_a_misspelling_in_app_py_in_one_line(tmp_path):
+    app_dir = write_app(
+        tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="aproval_ttl=5,"
+    )
+    said = subprocess.run(
+        [RASTRILLO, "tools", "list"], cwd=app_dir, capture_output=True, text=True, timeout=60
+    )
+    assert (said.returncode, said.stdout, said.stderr) == (
+        1,
+        "",
+        "error: app.py:7: rastrillo.Options has no field 'aproval_ttl'; "
+        "did you mean 'approval_ttl'?\n",
+    )
+
+
+PROGRAM = """\
+import sys
+
+import rastrillo
+
+print(sys.excepthook is sys.__excepthook__)
+
+
+def options():
+    return rastrillo.Options(aproval_ttl=5)
+
+
+try:
+    options()
+except TypeError:
+    print(sys.excepthook is sys.__excepthook__)
+options()
+"""
+
+
+def test_a_program_that_imports_rastrillo_keeps_pythons_own_excepthook(tmp_path):
+    """Importing a library changes no process-wide hook: a program (its tests, its other
+    libraries) that uses Rastrillo from its functions gets Python's own traceback for an
+    uncaught mistake, the one line still its last."""
+    (tmp_path / "program.py").write_text(PROGRAM)
+    ran = subprocess.run(
+        [sys.executable, "program.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert (ran.returncode, ran.stdout) == (1, "True\nTrue\n")
+    assert ran.stderr.startswith("Traceback (most recent call last):\n")
+    assert ran.stderr.endswith(
+        "rastrillo.errors.UnknownField: program.py:9: rastrillo.Options has no field "
+        "'aproval_ttl'; did you mean 'approval_ttl'?\n"
+    )

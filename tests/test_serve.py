@@ -12,7 +12,7 @@ from rastrillo import Options, run
 from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.serve import DrainingServer, server_config
-from tests.support import Server, free_port, wait_until, write_app
+from tests.support import Server, free_port, until, write_app
 
 ACTIONS = {
     "index.GET.py": """
@@ -152,9 +152,9 @@ def test_sigterm_lets_a_request_in_flight_finish(app_dir, serve):
 
     thread = threading.Thread(target=slow_request)
     thread.start()
-    wait_until(lambda: (app_dir / "started").exists())
+    until(lambda: (app_dir / "started").exists(), "the slow request to start")
     server.process.send_signal(signal.SIGTERM)
-    wait_until(lambda: "Shutting down" in server.log.read_text())  # the drain has begun
+    until(lambda: "Shutting down" in server.log.read_text(), "the drain to begin")
     (app_dir / "release").touch()
     assert server.stop(signal.SIGTERM) == 0
     thread.join()
@@ -181,7 +181,7 @@ def test_serving_freezes_what_start_up_loaded_out_of_the_collectors_way(app_dir)
     serving = threading.Thread(target=server.run)
     serving.start()
     try:
-        wait_until(lambda: server.started)
+        until(lambda: server.started, "the server to start")
         assert gc.get_freeze_count() > 10_000  # the app and its libraries, not a handful
         assert httpx.get(f"http://127.0.0.1:{server.config.port}/").text == "home"
     finally:

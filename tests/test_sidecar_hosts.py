@@ -141,9 +141,10 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
         # The test holds the last hold's row: the first pass expires the others, then waits.
         blocker.execute(text("SELECT id FROM orders WHERE id = :id FOR UPDATE"), {"id": last_hold})
         hosts.append(Host(tmp_path, app_dir, pg_url, 0))
-        until(lambda: hosts[0].marks(), "the first host's pass to start")
+        # A process starting on a loaded machine: 60 s, as tests.support.Server allows.
+        until(lambda: hosts[0].marks(), "the first host's pass to start", 60)
         hosts.append(Host(tmp_path, app_dir, pg_url, 1))
-        until(lambda: "standby" in hosts[1].log, "the second host to stand by")
+        until(lambda: "standby" in hosts[1].log, "the second host to stand by", 60)
         until(lambda: _waiting_on_a_lock(db), "the pass to wait on the locked row")
         holder, standby = hosts
         holder.proc.kill()  # SIGKILL mid-pass: its expired holds are not committed

@@ -139,7 +139,10 @@ A browser always sends a page's true origin, so a page spends this count and no 
 REGISTRATIONS_FROM_PAGES = 60
 """Client registrations all requests that carry an ``Origin`` may make from one client
 address per :data:`RATE_WINDOW`: a program can send any ``Origin`` it likes, and without
-this each one it made up would be a new count."""
+this each one it made up would be a new count. Pages on the person's own machine (a
+loopback origin: a browser-based client such as the MCP Inspector) have a ceiling of their
+own, apart from pages elsewhere, so that no site on the web, whatever number of origins it
+sets pages of at the app, spends theirs."""
 AUTHORIZATIONS_PER_CLIENT = 20
 """Authorization requests one registered client may make per :data:`RATE_WINDOW` (a person
 connecting a client makes one, or a few). Counted once the request is valid (a known
@@ -367,6 +370,16 @@ def _same_redirect(asked: AnyUrl, registered: AnyUrl) -> bool:
         and (asked.username, asked.password, asked.path, asked.query, asked.fragment)
         == (registered.username, registered.password, registered.path, registered.query, None)
     )
+
+
+def _on_this_machine(origin: str) -> bool:
+    """Whether an ``Origin`` is a loopback host's: a page served on the person's own machine,
+    which no page on the web can be (a browser sends a page's true origin)."""
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host is not None and (host in _LOOPBACK or f"[{host}]" in _LOOPBACK)
 
 
 class Code(AuthorizationCode):
@@ -713,9 +726,10 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         if origin is None:
             limits = {throttle.address_key(address, "oauth-register"): REGISTRATIONS_PER_ADDRESS}
         else:
+            pages = "oauth-reg-local" if _on_this_machine(origin) else "oauth-reg-pages"
             limits = {
                 throttle.origin_key(address, origin, "oauth-reg-origin"): REGISTRATIONS_PER_ORIGIN,
-                throttle.address_key(address, "oauth-reg-pages"): REGISTRATIONS_FROM_PAGES,
+                throttle.address_key(address, pages): REGISTRATIONS_FROM_PAGES,
             }
         try:
             await threads.in_thread(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from enum import StrEnum
 
 from rastrillo.errors import refuse_unknown_fields
@@ -156,16 +156,7 @@ class Arg:
 
 
 # The keywords of ``Arg`` after its description, in declaration order; generate reads these.
-ARG_KEYWORDS = (
-    "type",
-    "required",
-    "choices",
-    "minimum",
-    "maximum",
-    "min_length",
-    "max_length",
-    "pattern",
-)
+ARG_KEYWORDS = tuple(f.name for f in fields(Arg) if f.init and f.name != "description")
 _DEFAULTS: dict[str, object] = {"type": str, "required": True} | dict.fromkeys(ARG_KEYWORDS[2:])
 
 
@@ -384,8 +375,8 @@ class Tool:
         _normalise_access(self)
 
 
-TOOL_FIELDS = ("description", "access", "args", "confirm")
-"""The fields of `Tool`, as a declaration spells them."""
+TOOL_FIELDS = tuple(f.name for f in fields(Tool))
+"""The fields of `Tool`, as a declaration spells them: generate accepts exactly these."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,9 @@ revocation refusing the next call.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -228,3 +231,57 @@ def test_a_get_opens_no_stream_that_would_outlive_its_grant(served):
         ) as answer:
             assert answer.status_code == 405
             assert answer.headers["allow"] == "POST"
+
+
+TRACED = """
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from opentelemetry import trace
+
+from rastrillo.agents import grants
+from rastrillo.testing import TestApp
+
+spans = []
+
+
+class Tracer(trace.NoOpTracer):
+    @contextmanager
+    def start_as_current_span(self, name, *args, **kwargs):
+        spans.append(name)
+        yield trace.INVALID_SPAN
+
+
+class Provider(trace.NoOpTracerProvider):
+    def get_tracer(self, *args, **kwargs):
+        return Tracer()
+
+
+trace.set_tracer_provider(Provider())
+app_dir, tmp = Path(sys.argv[1]), Path(sys.argv[2])
+with TestApp(app_dir, tmp, mcp=True) as t:
+    _, token, _ = grants.personal_token(t.db, user_id="3", agent="traced")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "notes_get", "arguments": {}}}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+    answer = t.client.post("/mcp", json=body, headers=headers)
+    assert answer.status_code == 200 and answer.json()["result"]["isError"] is False, answer.text
+print(spans)
+"""
+
+
+def test_an_app_that_traces_gets_the_sdks_span_for_each_call(tmp_path):
+    """With a tracer provider set, each /mcp message has the SDK's OpenTelemetry span (with
+    none set, /mcp skips making spans that nothing would record). In a process of its own:
+    a tracer provider is set once per process."""
+    app_dir = make_app(tmp_path / "app")
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(TRACED), str(app_dir), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['tools/call notes_get']"

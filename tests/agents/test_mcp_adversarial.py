@@ -261,6 +261,32 @@ def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_a_refused_call_
         assert "notes_get" not in response.text and "requestState" not in response.text
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 9, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ],
+    ids=["tools-list", "ping", "notification"],
+)
+def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_any_other_request(served, message):
+    """Not a tool call, so no session check tells of the revocation: the token the process
+    remembers is looked up before the answer goes, which is a 401, not the tool list."""
+    s = served
+    agent = "other-after-revoke-" + message["method"].replace("/", "-")
+    token = s.alice.token(agent)
+    assert s.call(token, "notes_get", {})["result"]["isError"] is False  # remembered now
+    [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == agent]
+    assert grants.revoke(s.db, grant.id, user_id="3")
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    with httpx.Client(timeout=30) as http:
+        answer = http.post(s.url, json=message, headers=headers)
+    assert answer.status_code == 401, answer.text
+    assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+    assert "notes_get" not in answer.text
+
+
 def _write(body: str, **params: object) -> dict:
     return {"name": "notes_post", "arguments": {"body": body}, **params}
 
@@ -369,9 +395,9 @@ def test_a_write_approved_then_revoked_does_not_run(served, mode):
     assert ("3", args["body"]) not in s.notes()
 
 
-def test_a_body_read_ahead_for_the_token_check_reaches_the_sdk_whole(served):
-    """/mcp reads a POST's body ahead (up to 64 KiB) to tell a tool call; the SDK still gets
-    every byte, however the body is cut or however large it is."""
+def test_a_body_read_ahead_for_the_size_check_reaches_the_sdk_whole(served):
+    """/mcp reads a POST's body ahead to hold it to max_body; the SDK still gets every
+    byte, however the body is cut or however large it is."""
     s = served
     token = s.alice.token("big")
     body = {

@@ -536,20 +536,48 @@ def test_a_pages_registrations_spend_its_own_origins_count_only(server: Server):
     def from_page(origin: str) -> httpx.Response:
         return server.http.post(oauth.REGISTER_PATH, json=body, headers={"Origin": origin})
 
-    hostile = "http://127.0.0.1:8123"
+    hostile = "https://hostile.example"
     for _ in range(oauth.REGISTRATIONS_PER_ORIGIN):
         assert from_page(hostile).status_code == 201
     too_many(from_page(hostile))
-    # The person's own client, a program at the same address, and a browser-based
-    # client on another origin, each still register.
+    # The person's own client, a program at the same address, and browser-based clients
+    # on other origins, each still register.
     server.register()
     assert from_page("http://localhost:6274").status_code == 201
-    # A program that makes up an Origin for each request is held to the pages' count.
+    assert from_page("https://inspector.example").status_code == 201
+    # A program that makes up an Origin for each request is held to the pages' ceiling,
+    # for origins on the web and, apart, for origins on this machine.
     made_up = (f"https://made-up-{n}.example" for n in range(oauth.REGISTRATIONS_FROM_PAGES))
     answers = [from_page(origin).status_code for origin in made_up]
     assert answers.count(201) == oauth.REGISTRATIONS_FROM_PAGES - oauth.REGISTRATIONS_PER_ORIGIN - 1
     too_many(from_page("https://one-more.example"))
+    ports = range(1, oauth.REGISTRATIONS_FROM_PAGES + 1)
+    answers = [from_page(f"http://127.0.0.1:{port}").status_code for port in ports]
+    assert answers.count(201) == oauth.REGISTRATIONS_FROM_PAGES - 1
+    too_many(from_page("http://localhost:1"))
     server.register()  # and still not the programs'
+
+
+def test_a_site_of_many_origins_cannot_hold_up_a_browser_based_client_on_this_machine(
+    server: Server,
+):
+    """A site the person opens sets pages of several of its own origins at the app, each
+    registering up to its origin's count, until all pages together are at the ceiling. The
+    MCP Inspector, a page on the person's own machine (a loopback origin, which no page on
+    the web has), still registers; so does the person's MCP client, a program."""
+    body = {"redirect_uris": [LOOPBACK_REDIRECT]}
+
+    def from_page(origin: str) -> httpx.Response:
+        return server.http.post(oauth.REGISTER_PATH, json=body, headers={"Origin": origin})
+
+    site = oauth.REGISTRATIONS_FROM_PAGES // oauth.REGISTRATIONS_PER_ORIGIN
+    for n in range(site):
+        for _ in range(oauth.REGISTRATIONS_PER_ORIGIN):
+            assert from_page(f"https://{n}.hostile.example").status_code == 201
+    too_many(from_page(f"https://{site}.hostile.example"))
+    for inspector in ("http://localhost:6274", "http://127.0.0.1:6274", "http://[::1]:6274"):
+        assert from_page(inspector).status_code == 201
+    server.register()
 
 
 def test_a_registration_nobody_went_on_with_is_forgotten_after_a_day(

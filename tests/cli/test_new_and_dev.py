@@ -13,7 +13,7 @@ import pytest
 
 from rastrillo.cli.main import main
 from tests.doc_examples import doc_block
-from tests.support import free_port, wait_until
+from tests.support import free_port, until
 
 BIN = Path(sys.executable).parent
 README = {
@@ -112,7 +112,7 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         _wait_for(base + "/hello", lambda r: r.text == "hello v1")
         broken = app_dir / "actions" / "broken.GET.py"
         broken.write_text("def handle(ctx):\n    return (\n")
-        wait_until(lambda: "syntax error" in (tmp_path / "dev.log").read_text())
+        until(lambda: "syntax error" in (tmp_path / "dev.log").read_text(), "dev to report it")
         assert httpx.get(base + "/hello").text == "hello v1"  # last good build still serves
         broken.unlink()
         (app_dir / "actions" / "hello.GET.py").write_text(

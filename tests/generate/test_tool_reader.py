@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,15 @@ from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
 from rastrillo.generate.render import render_tools_module
 from rastrillo.generate.rules import check_registry
-from rastrillo.registry.declare import Access, Arg, ToolDef, ToolRead, ToolWrite, tool_id
+from rastrillo.registry.declare import (
+    Access,
+    Arg,
+    Tool,
+    ToolDef,
+    ToolRead,
+    ToolWrite,
+    tool_id,
+)
 
 SOURCE = "actions/orders/[id]/cancel.POST.py"
 CANCEL = ("POST", "/orders/{id}/cancel")
@@ -222,6 +231,24 @@ def test_fields_by_keyword_only_and_known() -> None:
         (3, "rastrillo.Tool takes keyword arguments only"),
         (5, "rastrillo.Tool has no field 'title'; it takes description, access, args, confirm"),
         (6, "rastrillo.Tool takes no **mapping; write each field out"),
+    ]
+
+
+def test_generate_takes_exactly_the_fields_tool_and_arg_take_when_run() -> None:
+    """A field added to `Tool` or `Arg` is one generate reads too: no second list to forget."""
+    tool_takes = [p for p in inspect.signature(Tool.__init__).parameters if p != "self"]
+    arg_takes = [p for p in inspect.signature(Arg.__init__).parameters if p != "self"]
+    code = """\
+        import rastrillo
+        TOOL = rastrillo.Tool(
+            description="x",
+            args={"id": rastrillo.Arg("the order id", colour="red")},
+            title="Cancel",
+        )
+        """
+    assert refusals(code, "GET", "/orders/{id}") == [
+        (4, f"rastrillo.Arg for 'id' has no field 'colour'; it takes {', '.join(arg_takes)}"),
+        (5, f"rastrillo.Tool has no field 'title'; it takes {', '.join(tool_takes)}"),
     ]
 
 

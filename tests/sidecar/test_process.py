@@ -24,6 +24,7 @@ import pytest
 from rastrillo.sidecar import SHUTDOWN_GRACE, SidecarLoop, as_sidecar
 from rastrillo.storage import Database
 from tests.doc_examples import doc_block
+from tests.support import until
 
 APP = Path(__file__).with_name("sidecar_app.py")
 RUN = shlex.split(doc_block("docs/sidecar.md", "sh", "sidecar run"))
@@ -77,20 +78,12 @@ class Sidecar:
 
     def until(self, check: Callable[[], object]) -> None:
         """Wait until ``check()`` holds, failing at once, with the log, if the process exits."""
-        until(lambda: check() or self.proc.poll() is not None)
+        until(lambda: check() or self.proc.poll() is not None, "the check, or an exit", PATIENCE)
         assert check(), f"exited with {self.proc.returncode} first:\n{self.log}"
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def until(check: Callable[[], object], timeout: float = PATIENCE) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from rastrillo.routing import Route
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
-from tests.support import LogSeen, wait_until
+from tests.support import LogSeen, until
 from tests.tools._tools_app import Fixture, build
 
 AGENT = rastrillo.Actor.agent("concierge")
@@ -597,7 +597,7 @@ def test_an_outage_holds_at_most_queued_max_rows_and_logs_the_rest_in_full(
 
     with _audit_locked(f.app.db) as writer_stuck:
         read("first")
-        wait_until(writer_stuck)  # the writer holds "first" as its batch, waiting
+        until(writer_stuck, "the writer to wait with the first row as its batch")
         for n in range(40):
             read(f"flood-{n}", q=f"\x00\ud800 {n} " + "é" * 10_000)
         with pytest.raises(audit.AuditNotWritten) as report:
@@ -633,7 +633,7 @@ def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch):
     f = build(tmp_path)
     with _audit_locked(f.app.db) as writer_stuck:
         run(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT))
-        wait_until(writer_stuck)
+        until(writer_stuck, "the writer to wait with the first row as its batch")
         gc.collect()
         tracemalloc.start()
         try:

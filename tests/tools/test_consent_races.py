@@ -29,7 +29,7 @@ from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
-from tests.support import wait_until
+from tests.support import until
 from tests.tools._tools_app import Fixture, build
 
 WRITE = {"tool": "orders_id_cancel_post", "args": {"id": "1", "reason": "r"}}
@@ -129,7 +129,7 @@ def test_a_write_proposed_while_its_grant_is_revoked_leaves_no_approval_waiting(
         revoking = _in_thread(lambda: grants.revoke(f.app.db, granted.grant.id))
         assert revocation.held.wait(30)
         proposing = _in_thread(lambda: _outcome(f, granted.call))
-        wait_until(lambda: waiting() or proposing.done())
+        until(lambda: waiting() or proposing.done(), "the proposal to wait on a lock")
         waited = waiting()
         revocation.release.set()
         assert revoking.result(timeout=30) is True
@@ -152,7 +152,7 @@ def test_a_grant_revoked_while_a_write_is_proposed_ends_the_approval_it_made(pg_
         proposing = _in_thread(lambda: _outcome(f, granted.call))
         assert proposal.held.wait(30)
         revoking = _in_thread(lambda: grants.revoke(f.app.db, granted.grant.id))
-        wait_until(lambda: waiting() or revoking.done())
+        until(lambda: waiting() or revoking.done(), "the revocation to wait on a lock")
         waited = waiting()
         proposal.release.set()
         assert proposing.result(timeout=30) == "ConfirmRequired"
@@ -183,7 +183,7 @@ def test_an_approved_write_redeemed_while_its_grant_is_revoked_never_runs(pg_url
         assert revocation.held.wait(30)
         clock.step(-1)  # the redeemer's clock, a second behind
         redeeming = _in_thread(lambda: _outcome(f, approved))
-        wait_until(lambda: waiting() or redeeming.done())
+        until(lambda: waiting() or redeeming.done(), "the redemption to wait on a lock")
         waited = waiting()
         revocation.release.set()
         assert revoking.result(timeout=30) is True
@@ -287,7 +287,7 @@ def test_of_two_processes_redeeming_one_approval_at_once_exactly_one_runs_it(db_
                     assert redeemer.stdout.readline() == "began\n"
             else:
                 waiting = _waiting_for_a_lock(db_url)
-                wait_until(lambda: len(waiting()) == 2, timeout=60)
+                until(lambda: len(waiting()) == 2, "both redeemers to wait on the lock", 60)
                 assert all(q.startswith("UPDATE rastrillo_approvals") for q in waiting())
             let_go()
             results = [r.communicate(timeout=60)[0] for r in redeemers]
