@@ -29,7 +29,7 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -402,14 +402,16 @@ _RETRY_FIRST = 0.05
 _RETRY_MAX = 2.0
 
 
-def _insert(db: Database, rows: list[Entry]) -> list[Entry]:
+def _insert(
+    db: Database, rows: list[Entry], on_wait: Callable[[], None] | None = None
+) -> list[Entry]:
     """Insert ``rows``; return those the database refused, each logged in full.
 
     A database that cannot serve now (``storage.is_unavailable``: locked past
     the busy timeout, unreachable, out of room) is waited out: the rows are
-    retried, with a growing pause, until written. Any other failure is a row's
-    own: the rows are then written one at a time, so one refused row never
-    costs another.
+    retried, with a growing pause, until written, ``on_wait`` called as the
+    wait begins. Any other failure is a row's own: the rows are then written
+    one at a time, so one refused row never costs another.
     """
     delay = _RETRY_FIRST
     waiting = False
@@ -424,6 +426,8 @@ def _insert(db: Database, rows: list[Entry]) -> list[Entry]:
             if not waiting:
                 log.warning("audit: %d rows wait for the database (%s); retrying", len(rows), exc)
                 waiting = True
+                if on_wait is not None:
+                    on_wait()
             time.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
         else:
@@ -445,11 +449,12 @@ counted them as pending); a row appended past the bound is logged in full
 :func:`flush`. A write that ran is never queued: its row waits out the database in the
 caller's thread, so no write goes unrecorded."""
 _KEPT_AS_GIVEN = 1_000
-"""Past this many waiting rows (the writer is behind), a row is queued as it is stored,
-bounded by :data:`ARGS_KEPT` and :data:`ARG_TEXT_KEPT`, not holding the call's args as
-given. A healthy writer at full speed finds up to a few hundred rows waiting when it takes
-a batch (on two loaded cores: a median of 124-154, at most 392), so a lower bound would
-have reads make their rows' stored form in the normal case."""
+"""Past this many waiting rows (the writer is behind), or once the writer waits for the
+database, a row is queued as it is stored, bounded by :data:`ARGS_KEPT` and
+:data:`ARG_TEXT_KEPT`, not holding the call's args as given. A healthy writer at full speed
+finds up to a few hundred rows waiting when it takes a batch (on two loaded cores: a
+median of 124-154, at most 392), so a lower bound would have reads make their rows'
+stored form in the normal case; an outage is told by the writer, not by the count."""
 
 
 class _Writer:
@@ -470,13 +475,17 @@ class _Writer:
         self._lost = 0
         self._dropped = 0
         self._running = False
+        self._outage = False
+        """The database made the writer wait: a row is queued as it is stored."""
         self._idle = False
         """The thread waits for rows: a new row must wake it."""
 
     def put(self, row: Entry) -> None:
         with self._lock:  # the condition's own lock, without its Python-level wrapper
             waiting = len(self._rows)
-            if waiting < _KEPT_AS_GIVEN or (row.stored is not None and waiting < QUEUED_MAX):
+            if (waiting < _KEPT_AS_GIVEN and not self._outage) or (
+                row.stored is not None and waiting < QUEUED_MAX
+            ):
                 self._rows.append(row)
                 self._queued += 1
                 if self._idle:
@@ -486,6 +495,18 @@ class _Writer:
                     threading.Thread(target=self._run, name="rastrillo-audit", daemon=True).start()
                 return
         self._put_behind(row)
+
+    def _outage_began(self) -> None:
+        """The database makes the writer wait: the rows queued already, and each one queued
+        until it is written, are kept as they are stored, not with the calls' args as
+        given (their memory bounded whatever the calls sent)."""
+        with self._lock:
+            self._outage = True
+            queued = list(self._rows)
+        for row in queued:  # the writer's from their put on: nobody else changes them
+            if row.stored is None:
+                row.stored = _row(row)
+                row.args = None
 
     def _put_behind(self, row: Entry) -> None:
         """A row behind many waiting ones: queued as it is stored (the caller's args let
@@ -542,7 +563,8 @@ class _Writer:
                     log.error("audit: database gone, row not written: %s", _as_json(entry))
                 lost = self._batch
             else:
-                lost = _insert(db, self._batch)
+                lost = _insert(db, self._batch, self._outage_began)
+                self._outage = False
                 del db
             with self._cond:
                 self._done += len(self._batch)
