@@ -43,8 +43,9 @@ if __name__ == "__main__":
 """
 
 
-# Building an httpx client loads a CA bundle, ~20 ms of CPU; the suite builds thousands
-# of clients of loopback servers, which speak plain HTTP, so they share one TLS context.
+# Building an httpx client loads a CA bundle, 20-40 ms of CPU; the suite builds thousands
+# of clients of loopback servers, which speak plain HTTP, so they share one TLS context:
+# every httpx (and httpx2) client or one-off request of the tests passes ``verify=TLS``.
 TLS = ssl.create_default_context()
 
 

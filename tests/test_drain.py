@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import Server, write_app
+from tests.support import TLS, Server, write_app
 
 ACTIONS = {
     "notes/index.POST.py": """
@@ -76,6 +76,7 @@ def test_a_refused_write_asks_the_client_to_retry(tmp_path: Path, serve) -> None
             data={"body": "first"},
             headers={"Origin": server.base_url},
             timeout=60,
+            verify=TLS,
         )
     )
     first.start()

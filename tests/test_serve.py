@@ -12,7 +12,7 @@ from rastrillo import Options, run
 from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.serve import DrainingServer, server_config
-from tests.support import Server, free_port, until, write_app
+from tests.support import TLS, Server, free_port, until, write_app
 
 ACTIONS = {
     "index.GET.py": """
@@ -183,7 +183,7 @@ def test_serving_freezes_what_start_up_loaded_out_of_the_collectors_way(app_dir)
     try:
         until(lambda: server.started, "the server to start")
         assert gc.get_freeze_count() > 10_000  # the app and its libraries, not a handful
-        assert httpx.get(f"http://127.0.0.1:{server.config.port}/").text == "home"
+        assert httpx.get(f"http://127.0.0.1:{server.config.port}/", verify=TLS).text == "home"
     finally:
         server.should_exit = True
         serving.join(timeout=30)

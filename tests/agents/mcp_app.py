@@ -11,7 +11,7 @@ import httpx
 from rastrillo.agents import grants
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.storage import Database
-from tests.support import write_app
+from tests.support import TLS, write_app
 
 ACTIONS = {
     "notes/index.GET.py": """
@@ -92,7 +92,7 @@ class Person:
         return token
 
     def browser(self) -> httpx.Client:
-        client = httpx.Client(base_url=self.base_url, headers={"Origin": self.base_url})
+        client = httpx.Client(verify=TLS, base_url=self.base_url, headers={"Origin": self.base_url})
         client.cookies.set(cookie_name(self.base_url), create_session(self.db, self.user_id))
         return client
 

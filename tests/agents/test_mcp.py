@@ -32,24 +32,33 @@ from rastrillo.registry.schemas import schemas
 from rastrillo.storage import Database
 from rastrillo.tools import audit
 from tests.agents.mcp_app import Person, make_app
+from tests.support import TLS, Server, free_port
 
 HANDSHAKE = ["2025-06-18", "2025-11-25"]
 MODERN = "2026-07-28"
+USER_OF = {"2025-06-18": "3", "2025-11-25": "4", MODERN: "5"}
+"""The user each revision's session acts for, on the module's one server."""
 
 
-@pytest.fixture
-def served(tmp_path, serve):
-    app_dir = make_app(tmp_path / "app")
-    server = serve(app_dir)
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    """One server for the module: each test acts for users of its own, so none sees
+    another's notes, grants or audit rows."""
+    app_dir = make_app(tmp_path_factory.mktemp("mcp") / "app")
+    port = free_port()
+    server = Server(app_dir, ["--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}")
     db = Database(str(app_dir / "app.db"))
-    yield server, db, app_dir
-    db.dispose()
+    try:
+        yield server, db, app_dir
+    finally:
+        db.dispose()
+        assert server.stop() == 0, server.log.read_text()
 
 
 @asynccontextmanager
 async def connect(url: str, token: str, revision: str, elicit: Any = None) -> AsyncIterator[Client]:
     """The official client at one revision: the handshake ones offer it at initialize."""
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
     mode = MODERN if revision == MODERN else "legacy"
     async with http:
         client = Client(
@@ -79,7 +88,8 @@ def test_list_read_write_approve_revoke(served, offer, revision):
     server, db, app_dir = served
     offer(revision)
     want = schemas(load_options(app_dir).tools, "mcp")
-    alice = Person(server.base_url, db, "3")
+    user = USER_OF[revision]
+    alice = Person(server.base_url, db, user)
     token = alice.token("claude")
     url = server.base_url + "/mcp"
     asked: list[types.ElicitRequestURLParams] = []
@@ -90,7 +100,7 @@ def test_list_read_write_approve_revoke(served, offer, revision):
         await anyio.to_thread.run_sync(alice.decide, params.url)
         return types.ElicitResult(action="accept")
 
-    [grant] = grants.list_grants(db, "3")
+    [grant] = grants.list_grants(db, user)
     who = f"agent:claude (grant {grant.id})"
 
     async def session() -> None:
@@ -104,7 +114,7 @@ def test_list_read_write_approve_revoke(served, offer, revision):
 
             read = await client.call_tool("notes_get", {})
             assert not read.is_error
-            assert read.structured_content == {"notes": [], "user": "3", "actor": who}
+            assert read.structured_content == {"notes": [], "user": user, "actor": who}
 
             write = await client.call_tool("notes_post", {"body": "buy milk"})
             if revision == MODERN:
@@ -122,12 +132,12 @@ def test_list_read_write_approve_revoke(served, offer, revision):
             assert not write.is_error, text(write)
             assert write.structured_content["added"] == "buy milk"
             assert write.structured_content["by"].startswith(
-                f"{who} for user 3, approved by user 3 at "
+                f"{who} for user {user}, approved by user {user} at "
             )
             notes = (await client.call_tool("notes_get", {})).structured_content["notes"]
             assert [n["body"] for n in notes] == ["buy milk"]
 
-            assert grants.revoke(db, grant.id, user_id="3")
+            assert grants.revoke(db, grant.id, user_id=user)
             with pytest.raises(MCPError):
                 await client.call_tool("notes_get", {})
             log = server.log.read_text()
@@ -138,14 +148,18 @@ def test_list_read_write_approve_revoke(served, offer, revision):
             assert "Terminating session" not in log
 
     anyio.run(session)
-    rows = [r for r in audit.latest(db, limit=50) if r.tool == "notes_post" and r.status == 201]
-    assert len(rows) == 1 and rows[0].actor == who and rows[0].user_id == "3"
+    rows = [
+        r
+        for r in audit.latest(db, limit=200)
+        if r.tool == "notes_post" and r.status == 201 and r.user_id == user
+    ]
+    assert len(rows) == 1 and rows[0].actor == who
     assert rows[0].client == "personal token"
 
 
 def test_a_missing_or_bad_token_is_401_with_the_resource_metadata(served):
     server, db, _ = served
-    alice = Person(server.base_url, db, "3")
+    alice = Person(server.base_url, db, "6")
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     headers = {
         "Accept": "application/json, text/event-stream",
@@ -170,7 +184,7 @@ def test_a_missing_or_bad_token_is_401_with_the_resource_metadata(served):
 
 def test_a_foreign_origin_is_refused_and_no_origin_is_fine(served):
     server, db, _ = served
-    token = Person(server.base_url, db, "3").token()
+    token = Person(server.base_url, db, "7").token()
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     headers = {
         "Accept": "application/json, text/event-stream",
@@ -178,7 +192,7 @@ def test_a_foreign_origin_is_refused_and_no_origin_is_fine(served):
         "Authorization": f"Bearer {token}",
     }
     port = server.base_url.rsplit(":", 1)[1]
-    with httpx.Client(base_url=server.base_url) as http:
+    with httpx.Client(verify=TLS, base_url=server.base_url) as http:
         for foreign in (
             f"http://127.0.0.1:{int(port) + 1}",
             f"http://localhost:{port}",
@@ -219,10 +233,10 @@ def test_a_get_opens_no_stream_that_would_outlive_its_grant(served):
     standalone server stream. A GET is 405 (the transport's answer for "no stream here"),
     not a stream held open for as long as the client likes, past the grant's revocation."""
     server, db, _ = served
-    alice = Person(server.base_url, db, "3")
+    alice = Person(server.base_url, db, "8")
     token = alice.token("listener")
     headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
-    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+    with httpx.Client(verify=TLS, base_url=server.base_url, timeout=30) as http:
         unauthorized = http.get("/mcp", headers=headers)
         assert unauthorized.status_code == 401  # discovery still starts from /mcp
         assert "resource_metadata=" in unauthorized.headers["www-authenticate"]

@@ -29,7 +29,7 @@ from rastrillo.storage import Database
 from rastrillo.testing import TestApp
 from rastrillo.tools import ConfirmRequired
 from tests.agents.mcp_app import Person, make_app
-from tests.support import Server, free_port
+from tests.support import TLS, Server, free_port
 
 TOOLS = ["notes_get", "notes_post", "notes_id_get"]
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
@@ -53,7 +53,7 @@ class Served:
             "method": "tools/call",
             "params": {"name": name, "arguments": arguments},
         }
-        with httpx.Client(timeout=30) as http:
+        with httpx.Client(verify=TLS, timeout=30) as http:
             answer = http.post(
                 self.url, json=body, headers={**HEADERS, "Authorization": f"Bearer {token}"}
             )
@@ -175,7 +175,7 @@ async def answering(s: Served, token: str, mode: str) -> AsyncIterator[tuple[Cli
         statuses.append(response.status_code)
 
     http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {token}"}, event_hooks={"response": [note]}
+        verify=TLS, headers={"Authorization": f"Bearer {token}"}, event_hooks={"response": [note]}
     )
     async with (
         http,
@@ -221,7 +221,7 @@ def test_a_revoked_grant_whose_token_was_just_checked_runs_nothing_more(served, 
     # Any other request is checked in the store: a 401 with the resource metadata.
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
     headers = {**HEADERS, "Authorization": f"Bearer {token}"}
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(verify=TLS, timeout=30) as http:
         answer = http.post(s.url, json=body, headers=headers)
     assert answer.status_code == 401
     assert 'error="invalid_token"' in answer.headers["www-authenticate"]
@@ -251,7 +251,7 @@ def test_a_revoked_grant_whose_token_was_just_checked_is_401_for_a_refused_call_
     [grant] = [g for g in grants.list_grants(s.db, "3") if g.agent == "refused-after-revoke"]
     assert grants.revoke(s.db, grant.id, user_id="3")
     body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(verify=TLS, timeout=30) as http:
         answer = http.post(s.url, json=body, headers=headers)
         again = http.post(s.url, json=body, headers=headers)
     for response in (answer, again):
@@ -350,7 +350,7 @@ def test_odd_json_rpc_runs_nothing_and_asks_no_approval(served, message, status)
     headers = {**HEADERS, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     content = message if isinstance(message, str) else json.dumps(message)
     before = s.notes(), s.db.query_one("SELECT COUNT(*) AS n FROM rastrillo_approvals").n
-    with httpx.Client(timeout=60) as http:
+    with httpx.Client(verify=TLS, timeout=60) as http:
         answer = http.post(s.url, content=content, headers=headers)
     assert answer.status_code == status, answer.text
     if status == 200:  # a JSON-RPC answer; a write proposed would be a result with _meta
@@ -413,7 +413,7 @@ def test_a_body_read_ahead_for_the_size_check_reaches_the_sdk_whole(served):
             yield raw[start : start + 1000]
 
     headers = {**HEADERS, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(verify=TLS, timeout=30) as http:
         for content in (raw, chunks()):
             answer = http.post(s.url, content=content, headers=headers)
             assert answer.status_code == 200, answer.text
@@ -421,7 +421,7 @@ def test_a_body_read_ahead_for_the_size_check_reaches_the_sdk_whole(served):
 
 
 def modern(s: Served, token: str):
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
     return http, Client(
         streamable_http_client(s.url, http_client=http),
         mode="2026-07-28",

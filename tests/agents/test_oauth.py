@@ -30,6 +30,7 @@ from rastrillo.agents.mcp import APPROVAL_META
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import ManualClock, live_server
+from tests.support import TLS
 from tests.tools._tools_app import build
 
 LOOPBACK_REDIRECT = "http://127.0.0.1:9999/callback"
@@ -54,7 +55,7 @@ class Server:
         self.app = app
         self.origin = app.origin
         self.resource = app.origin + "/mcp"
-        self.http = httpx.Client(base_url=app.origin)
+        self.http = httpx.Client(verify=TLS, base_url=app.origin)
 
     def register(self, *uris: str, name: str = "Test client", **extra: object) -> str:
         body = {"redirect_uris": list(uris or (LOOPBACK_REDIRECT,)), "client_name": name, **extra}
@@ -85,7 +86,9 @@ class Server:
 
     def browser(self, user: str = USER, origin: str | None = None) -> httpx.Client:
         """A signed-in person's browser: the session cookie, and the Origin it sends."""
-        client = httpx.Client(base_url=self.origin, headers={"Origin": origin or self.origin})
+        client = httpx.Client(
+            verify=TLS, base_url=self.origin, headers={"Origin": origin or self.origin}
+        )
         client.cookies.set(cookie_name(self.origin), create_session(self.app.db, user))
         return client
 
@@ -701,7 +704,7 @@ def test_a_refused_authorize_request_is_answered_to_the_person_never_sent_on(ser
 def test_the_consent_page_needs_a_signed_in_user(server: Server):
     client_id = server.register()
     consent = server.consent_url(client_id, pkce()[1])
-    anonymous = httpx.Client(base_url=server.origin, headers={"Origin": server.origin})
+    anonymous = httpx.Client(verify=TLS, base_url=server.origin, headers={"Origin": server.origin})
     shown = anonymous.get(consent)
     assert shown.status_code == 303
     sign_in = shown.headers["location"]
@@ -948,7 +951,7 @@ def call_tool(server: Server, token: str, tool: str, args: dict[str, str]) -> ty
     """One ``tools/call`` over /mcp by the official Python client."""
 
     async def call() -> types.CallToolResult:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
         async with (
             http,
             Client(

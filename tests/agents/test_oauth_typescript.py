@@ -24,6 +24,7 @@ from rastrillo.agents import grants, oauth
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import live_server
+from tests.support import TLS
 from tests.tools._tools_app import build
 
 TS = Path(__file__).parent / "ts"
@@ -86,7 +87,7 @@ def test_the_typescript_sdk_discovers_registers_and_trades_the_code(app: App):
         assert sent["resource"] == app.origin + "/mcp"
         assert sent["client_id"] == registered["client_id"]
 
-        with httpx.Client(headers={"Origin": app.origin}) as browser:
+        with httpx.Client(verify=TLS, headers={"Origin": app.origin}) as browser:
             browser.cookies.set(cookie_name(app.origin), create_session(app.db, "5"))
             consent = browser.get(url).headers["location"]
             assert browser.get(consent).status_code == 200

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from rastrillo.app import App
 from tests.browser.chromium import ARTIFACTS, PHONE
 from tests.browser.test_tickets import ALICE, CANCEL, Person, sign_in
+from tests.support import TLS
 
 pytestmark = pytest.mark.browser
 
@@ -33,6 +34,7 @@ def call(app: App, token: str, tool: str, args: dict) -> httpx.Response:
         json=body,
         timeout=30,
         headers={**HEADERS, "Authorization": f"Bearer {token}"},
+        verify=TLS,
     )
 
 

@@ -15,6 +15,7 @@ from rastrillo.app import App
 from rastrillo.tools import consent
 from tests.browser.hostile import hostile_site
 from tests.browser.test_tickets import ALICE, Person, propose_cancel, sign_in
+from tests.support import TLS
 
 pytestmark = pytest.mark.browser
 
@@ -121,7 +122,7 @@ def test_a_click_before_the_page_had_the_focus_a_moment_decides_nothing(
 def start_authorization(app: App) -> str:
     """A client registered, its person sent to authorize: the consent page's address."""
     redirect = "http://127.0.0.1:9/cb"
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         registered = client.post(
             oauth.REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": "Quick"}
         )

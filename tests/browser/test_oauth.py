@@ -36,7 +36,7 @@ from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.browser.hostile import hostile_site
-from tests.support import free_port
+from tests.support import TLS, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -149,7 +149,7 @@ def connect(
             redirect_handler=person.authorize,
             callback_handler=person.callback_result,
         )
-        return httpx2.AsyncClient(auth=provider, timeout=30), provider
+        return httpx2.AsyncClient(verify=TLS, auth=provider, timeout=30), provider
 
     return make
 
@@ -197,7 +197,7 @@ def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_r
                     assert person.visits == 1  # refreshed, not asked again
 
                     # revocation (RFC 7009), then the old token is refused on /mcp
-                    async with httpx.AsyncClient(base_url=app.origin) as plain:
+                    async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as plain:
                         done = await plain.post(
                             oauth.REVOKE_PATH,
                             data={"token": second.access_token, "client_id": grant.client_id},
@@ -227,7 +227,7 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
                 )
                 context.set_default_timeout(10_000)
                 page = await context.new_page()
-                async with httpx.AsyncClient(base_url=app.origin) as client:
+                async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as client:
                     registered = await client.post(
                         oauth.REGISTER_PATH,
                         json={"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "Framed"},

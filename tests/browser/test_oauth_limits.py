@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 from rastrillo.agents import oauth
 from rastrillo.app import App
 from tests.browser.hostile import hostile_site
+from tests.support import TLS
 
 pytestmark = pytest.mark.browser
 
@@ -110,7 +111,7 @@ def test_a_page_cannot_spend_the_limits_of_the_persons_own_clients(
 
     # The person's MCP client, a program on the same machine, registers and is sent to the
     # consent page as if the page had never run.
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         registered = client.post(
             oauth.REGISTER_PATH, json={"redirect_uris": [REDIRECT], "client_name": "Claude"}
         )
@@ -125,7 +126,7 @@ def test_a_page_cannot_spend_the_limits_of_the_persons_own_clients(
     assert spent["cors"] == [201] * limit + [429] * (TRIES - limit)
     assert stored_clients(app) == limit + 1  # the no-cors POSTs stored nothing
 
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         # The page's own client used up its own authorizations, and nobody else's.
         spent_own = client.get(f"{oauth.AUTHORIZE_PATH}?{authorize_query(spent['own'])}")
         assert spent_own.status_code == 429

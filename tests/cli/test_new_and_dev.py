@@ -13,7 +13,7 @@ import pytest
 
 from rastrillo.cli.main import main
 from tests.doc_examples import doc_block
-from tests.support import free_port, until
+from tests.support import TLS, free_port, until
 
 BIN = Path(sys.executable).parent
 README = {
@@ -78,7 +78,7 @@ def _wait_for(url: str, predicate, timeout: float = 60) -> httpx.Response:
     last: object = None
     while time.monotonic() < deadline:
         try:
-            response = httpx.get(url, timeout=2)
+            response = httpx.get(url, timeout=2, verify=TLS)
             if predicate(response):
                 return response
             last = response
@@ -103,7 +103,9 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for(base + "/", lambda r: r.status_code == 200)
-        mcp = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        mcp = httpx.post(
+            base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, verify=TLS
+        )
         assert mcp.status_code == 401  # a new app serves MCP, for agents with a token
         assert "resource_metadata=" in mcp.headers["www-authenticate"]
         (app_dir / "actions" / "hello.GET.py").write_text(
@@ -113,7 +115,8 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         broken = app_dir / "actions" / "broken.GET.py"
         broken.write_text("def handle(ctx):\n    return (\n")
         until(lambda: "syntax error" in (tmp_path / "dev.log").read_text(), "dev to report it")
-        assert httpx.get(base + "/hello").text == "hello v1"  # last good build still serves
+        hello = httpx.get(base + "/hello", verify=TLS)
+        assert hello.text == "hello v1"  # the last good build still serves
         broken.unlink()
         (app_dir / "actions" / "hello.GET.py").write_text(
             "def handle(ctx):\n    return ctx.text('hello v2')\n"
@@ -123,4 +126,4 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
         dev.terminate()
         assert dev.wait(timeout=20) == 0
     with pytest.raises(httpx.TransportError):  # the server went with it
-        httpx.get(base + "/", timeout=2)
+        httpx.get(base + "/", timeout=2, verify=TLS)

@@ -21,9 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx2
-import openai
 import pydantic
 import pytest
 from starlette.testclient import TestClient
@@ -157,6 +155,11 @@ async def the_page(app_dir: Path, db_url: str, tmp_path: Path) -> None:
 
 
 async def the_fragments(ns: dict[str, Any], app: Any, session_id: str, tmp_path: Path) -> None:
+    # The providers' SDKs take seconds to import, and every pytest worker imports this
+    # module to collect it; only the one that runs the test imports them.
+    import anthropic
+    import openai
+
     result = ns["result"]
     assert (result.status, result.headers["content-type"]) == (200, "application/json")
     assert result.json()["order"]["id"] == 7

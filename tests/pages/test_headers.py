@@ -15,7 +15,7 @@ from rastrillo.loader import load_options
 from rastrillo.pages.console import CONSOLE_PATH
 from rastrillo.pages.headers import FRAMEWORK_PREFIX, HEADERS
 from rastrillo.testing import TestApp, live_server
-from tests.support import write_app
+from tests.support import TLS, write_app
 from tests.tools._tools_app import build as tools_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def test_every_response_under_the_framework_prefix_has_them_oauth_endpoints_too(
     """The OAuth endpoints sit under /_rastrillo/ but are answered before the middleware:
     they too are framework pages, and the promise is every response under the prefix."""
     options = dataclasses.replace(tools_app(tmp_path).options, mcp=True)
-    with live_server(options) as app, httpx.Client(base_url=app.origin) as client:
+    with live_server(options) as app, httpx.Client(verify=TLS, base_url=app.origin) as client:
         answers = [
             client.get("/_rastrillo/oauth/authorize?client_id=x&response_type=code"),
             client.post("/_rastrillo/oauth/token", data={"grant_type": "authorization_code"}),
@@ -154,7 +154,7 @@ def test_an_app_page_reached_under_the_static_prefix_is_still_secured(
     files = STATIC if static else {}
     app_dir = write_app(tmp_path / "app", PAGE, extra="security_headers=True,", files=files)
     options = load_options(app_dir)
-    with live_server(options) as app, httpx.Client(base_url=app.origin) as client:
+    with live_server(options) as app, httpx.Client(verify=TLS, base_url=app.origin) as client:
         # Beside a static folder, /static/settings is a missing file (404, exempt).
         paths = ["/%73tatic/settings"] if static else ["/static/settings", "/%73tatic/settings"]
         for path in paths:

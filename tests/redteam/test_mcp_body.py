@@ -12,6 +12,7 @@ import httpx
 
 from rastrillo.limits import DEFAULT_MAX_BODY
 from tests.redteam.conftest import HEADERS, Served
+from tests.support import TLS
 
 
 def padded_call(size: int) -> bytes:
@@ -23,7 +24,7 @@ def padded_call(size: int) -> bytes:
 
 def post(served: Served, content: bytes | Iterator[bytes]) -> httpx.Response:
     headers = {**HEADERS, "Authorization": f"Bearer {served.token}"}
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(verify=TLS, timeout=30) as http:
         return http.post(served.url, content=content, headers=headers)
 
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.redteam.conftest import HEADERS, Served
+from tests.support import TLS
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
@@ -18,7 +19,7 @@ LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 @pytest.mark.parametrize("place", ["query", "form", "cookie"])
 def test_a_token_anywhere_but_the_authorization_header_is_401(served: Served, place: str) -> None:
     url, token = served.url, served.token
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(verify=TLS, timeout=30) as http:
         if place == "query":
             answer = http.post(url, params={"access_token": token}, json=LIST, headers=HEADERS)
         elif place == "form":
@@ -30,6 +31,6 @@ def test_a_token_anywhere_but_the_authorization_header_is_401(served: Served, pl
             )
     assert answer.status_code == 401, answer.text
     assert answer.headers["WWW-Authenticate"].startswith("Bearer")
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(verify=TLS, timeout=30) as http:
         good = http.post(url, json=LIST, headers={**HEADERS, "Authorization": f"Bearer {token}"})
     assert good.status_code == 200, good.text

@@ -11,6 +11,7 @@ import pytest
 from rastrillo.app import App
 from rastrillo.testing import ManualClock, live_server
 from tests.sessions._sessions_app import make_options
+from tests.support import TLS
 
 
 @pytest.fixture
@@ -46,7 +47,9 @@ def browser() -> Iterator[Callable[[App], httpx.Client]]:
     clients: list[httpx.Client] = []
 
     def make(app: App) -> httpx.Client:
-        client = httpx.Client(base_url=app.origin, headers={"Sec-Fetch-Site": "same-origin"})
+        client = httpx.Client(
+            verify=TLS, base_url=app.origin, headers={"Sec-Fetch-Site": "same-origin"}
+        )
         clients.append(client)
         return client
 

@@ -18,6 +18,7 @@ from rastrillo.app import App
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.csrf import canonical_origin, refusal
 from rastrillo.errors import ConfigError
+from tests.support import TLS
 
 FOREIGN = "https://evil.example"
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -48,7 +49,7 @@ def allowed(fetch: str | None, origin: str | None, referer: str | None) -> bool:
 
 
 def test_every_combination_of_the_three_headers(app: App) -> None:
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         for fetch, origin, referer in itertools.product(FETCH_SITES, ORIGINS, REFERERS):
             headers = headers_for(app, fetch, origin, referer)
             for method in UNSAFE:
@@ -59,14 +60,14 @@ def test_every_combination_of_the_three_headers(app: App) -> None:
 
 def test_safe_methods_pass_whatever_the_headers(app: App) -> None:
     hostile = {"Sec-Fetch-Site": "cross-site", "Origin": FOREIGN, "Referer": FOREIGN + "/"}
-    with httpx.Client(base_url=app.origin, headers=hostile) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin, headers=hostile) as client:
         assert client.get("/").status_code == 200
         assert client.head("/").status_code == 200
 
 
 def test_refusal_is_a_short_plain_403_and_logged(app: App, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="rastrillo.csrf"):
-        response = httpx.post(app.origin + "/change", headers={"Origin": FOREIGN})
+        response = httpx.post(app.origin + "/change", headers={"Origin": FOREIGN}, verify=TLS)
     assert response.status_code == 403
     assert response.headers["content-type"].startswith("text/plain")
     assert response.text == "Cross-site request refused."
@@ -82,7 +83,9 @@ def test_a_refusals_log_line_shows_a_hostile_client_address_escaped_on_one_line(
     forged = b"\x9b2J\x85CSRF allowed POST '/change' from 10.0.0.1"
     with caplog.at_level(logging.WARNING, logger="rastrillo.csrf"):
         response = httpx.post(
-            app.origin + "/change", headers={"Origin": FOREIGN, "X-Forwarded-For": forged}
+            app.origin + "/change",
+            headers={"Origin": FOREIGN, "X-Forwarded-For": forged},
+            verify=TLS,
         )
     assert response.status_code == 403
     [line] = [r.getMessage() for r in caplog.records if r.name == "rastrillo.csrf"]
@@ -95,7 +98,7 @@ def test_a_refusals_log_line_shows_a_hostile_client_address_escaped_on_one_line(
     "host", ["evil.example", "evil.example:80", "127.0.0.1", "localhost:1", "EVIL"]
 )
 def test_a_spoofed_host_cannot_make_a_foreign_origin_look_same_origin(app: App, host) -> None:
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         for origin in (f"http://{host}", f"https://{host}"):
             headers = {"Host": host, "Origin": origin, "Referer": origin + "/"}
             assert client.post("/change", headers=headers).status_code == 403
@@ -116,7 +119,7 @@ def test_a_spoofed_host_cannot_make_a_foreign_origin_look_same_origin(app: App, 
     ],
 )
 def test_nothing_a_client_sends_imitates_the_tool_call_marker(app: App, spoof) -> None:
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         assert client.post("/change", **spoof).status_code == 403
 
 
@@ -136,7 +139,7 @@ def _near(template: str, origin: str) -> str:
 
 
 def test_near_misses_of_the_origin_are_foreign(app: App) -> None:
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         for template in NEAR_ORIGINS:
             origin = _near(template, app.origin)
             assert client.post("/change", headers={"Origin": origin}).status_code == 403, origin
@@ -152,7 +155,7 @@ def test_padded_or_listed_origins_are_foreign(value: str) -> None:
 
 
 def test_a_repeated_header_is_refused(app: App) -> None:
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         twice = [("Origin", app.origin), ("Origin", FOREIGN)]
         assert client.post("/change", headers=twice).status_code == 403
         twice = [("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Site", "cross-site")]
@@ -285,7 +288,7 @@ def test_property_in_process_app_refuses_foreign_requests(app: App, method, head
 def test_property_real_server_refuses_foreign_requests(app: App, method, headers) -> None:
     sent = {k: v.replace(APP_ORIGIN, app.origin) for k, v in headers.items()}
     assume(all(v and v == v.strip() for v in sent.values()))  # what HTTP can carry
-    response = httpx.request(method, app.origin + "/change", headers=sent)
+    response = httpx.request(method, app.origin + "/change", headers=sent, verify=TLS)
     assert response.status_code == 403
 
 

@@ -21,7 +21,7 @@ from rastrillo import sessions, threads
 from rastrillo.app import App
 from rastrillo.sessions import passwords
 from tests.sessions._sessions_app import PASSWORD
-from tests.support import until
+from tests.support import TLS, until
 
 
 class GatedHasher(PasswordHasher):
@@ -88,6 +88,7 @@ def test_a_sign_in_flood_from_many_addresses_verifies_at_most_argon2_size_at_onc
             data={"email": email, "password": password},
             headers={"Origin": app.origin, "X-Forwarded-For": f"198.51.100.{n + 1}"},
             timeout=60,
+            verify=TLS,
         )
 
     with ThreadPoolExecutor(flood) as pool:

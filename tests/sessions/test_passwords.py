@@ -13,6 +13,7 @@ from rastrillo import sessions
 from rastrillo.app import App
 from rastrillo.sessions import passwords, throttle
 from tests.sessions._sessions_app import PASSWORD, Clock
+from tests.support import TLS
 
 Browser = Callable[[App], httpx.Client]
 LIMIT = sessions.RateLimit(per_account=3, per_address=6, window=timedelta(minutes=10))
@@ -172,6 +173,7 @@ def test_parallel_guesses_cannot_pass_the_limit(
                         app.origin + "/signin",
                         data={"email": "ada@example.com", "password": "guess"},
                         headers={"Origin": app.origin},
+                        verify=TLS,
                     ).status_code
                 ),
                 range(8),

@@ -15,6 +15,7 @@ import rastrillo
 from rastrillo import sessions
 from rastrillo.app import App
 from tests.sessions._sessions_app import Clock, make_options
+from tests.support import TLS
 
 Browser = Callable[[App], httpx.Client]
 
@@ -67,7 +68,7 @@ def test_sign_in_rotates_the_id_and_kills_the_old_one(app: App, browser: Browser
     second = sign_in_as(client, "8")
     assert first != second
     assert client.get("/").text == "8"
-    with httpx.Client(base_url=app.origin, headers=cookie(app, first)) as old:
+    with httpx.Client(verify=TLS, base_url=app.origin, headers=cookie(app, first)) as old:
         assert old.get("/").text == "-"
 
 
@@ -77,7 +78,7 @@ def test_a_planted_session_id_is_replaced_at_sign_in(app: App, browser: Browser)
     victim.cookies.set(sessions.cookie_name(app.origin), planted)
     issued = sign_in_as(victim, "victim")
     assert issued != planted
-    with httpx.Client(base_url=app.origin, headers=cookie(app, planted)) as attacker:
+    with httpx.Client(verify=TLS, base_url=app.origin, headers=cookie(app, planted)) as attacker:
         assert attacker.get("/").text == "-"
 
 
@@ -87,7 +88,7 @@ def test_sign_out_deletes_the_session(app: App, browser: Browser) -> None:
     response = client.post("/signout")
     assert "Max-Age=0" in response.headers["set-cookie"]
     assert client.get("/").text == "-"
-    with httpx.Client(base_url=app.origin, headers=cookie(app, session_id)) as replay:
+    with httpx.Client(verify=TLS, base_url=app.origin, headers=cookie(app, session_id)) as replay:
         assert replay.get("/").text == "-"
         assert replay.get("/private", follow_redirects=False).status_code == 303
 
@@ -113,7 +114,7 @@ def test_a_forged_cookie_is_refused_and_cleared(app: App, kind: str) -> None:
         "long": real * 10,
         "tampered": real[:-1] + ("A" if real[-1] != "A" else "B"),
     }[kind]
-    with httpx.Client(base_url=app.origin, headers=cookie(app, forged)) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin, headers=cookie(app, forged)) as client:
         response = client.get("/")
         assert response.text == "-"
         if forged:
@@ -130,7 +131,7 @@ def test_a_cookie_named_the_session_cookie_only_after_a_unicode_trim_is_not_it(
     session cookie of the same request, whichever comes first, is still read."""
     name = sessions.cookie_name(app.origin).encode()
     planted, real = sessions.create_session(app.db, "666"), sessions.create_session(app.db, "1")
-    with httpx.Client(base_url=app.origin) as client:
+    with httpx.Client(verify=TLS, base_url=app.origin) as client:
         alone = lead + name + b"=" + planted.encode()
         assert client.get("/", headers={"cookie": alone}).text == "-"
         both = name + b"=" + real.encode() + b"; " + alone

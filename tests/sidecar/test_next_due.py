@@ -20,6 +20,7 @@ from rastrillo.sidecar.lease import record_pass
 from rastrillo.sidecar.nextdue import bearer_matches
 from rastrillo.storage import Database
 from rastrillo.testing import live_server
+from tests.support import TLS
 
 TOKEN = "s3cret-token-value"
 DUE = datetime(2025, 12, 6, 5, 46, 40, 900_000, tzinfo=UTC)  # 1765000000.9
@@ -35,7 +36,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., httpx.Client]]:
                 app_dir=tmp_path, db=str(tmp_path / "app.db"), **option_fields
             )
             app = stack.enter_context(live_server(options))
-            client = stack.enter_context(httpx.Client(base_url=app.origin))
+            client = stack.enter_context(httpx.Client(verify=TLS, base_url=app.origin))
             client.db = app.db  # type: ignore[attr-defined]
             return client
 

@@ -33,6 +33,7 @@ from rastrillo.tools import (
     consent,
 )
 from rastrillo.tools import dispatch_sync as run
+from tests.support import TLS
 from tests.tools._tools_app import Fixture, build
 
 FUZZ = settings(
@@ -328,7 +329,7 @@ def test_a_forged_marker_over_http_is_refused_by_csrf(
     else:
         params[name] = value
     before = len(f.seen)
-    with httpx.Client(base_url=server.origin, cookies=cookies) as client:
+    with httpx.Client(verify=TLS, base_url=server.origin, cookies=cookies) as client:
         response = client.post(path, headers=headers, data=data, params=params)
     assert response.status_code == 403
     assert len(f.seen) == before
@@ -337,7 +338,7 @@ def test_a_forged_marker_over_http_is_refused_by_csrf(
 def test_a_same_origin_browser_still_passes_over_http(f, server):
     """The control for the test above: with same-origin evidence the POST goes through."""
     with httpx.Client(
-        base_url=server.origin, cookies={cookie_name(server.origin): f.session("3")}
+        verify=TLS, base_url=server.origin, cookies={cookie_name(server.origin): f.session("3")}
     ) as client:
         response = client.post("/secret", headers={"Origin": server.origin})
     assert response.status_code == 200
@@ -359,7 +360,7 @@ def test_an_approval_cannot_be_decided_cross_site_over_http(f, server, sessions)
         )
     path = "/_rastrillo/approvals/" + info.value.approval_id
     with httpx.Client(
-        base_url=server.origin, cookies={cookie_name(server.origin): f.session("3")}
+        verify=TLS, base_url=server.origin, cookies={cookie_name(server.origin): f.session("3")}
     ) as client:
         forged = client.post(
             path,
@@ -369,7 +370,7 @@ def test_an_approval_cannot_be_decided_cross_site_over_http(f, server, sessions)
         assert forged.status_code == 403
         assert consent.get(f.app.db, info.value.approval_id).status == "pending"
         other = httpx.Client(
-            base_url=server.origin, cookies={cookie_name(server.origin): f.session("4")}
+            verify=TLS, base_url=server.origin, cookies={cookie_name(server.origin): f.session("4")}
         )
         assert other.get(path).status_code == 404
         assert (
