@@ -137,3 +137,32 @@ def test_a_command_builds_and_imports_no_other_command(capsys) -> None:
         listing = capsys.readouterr().out
         for command in ("new", "generate", "dev", "tools", "audit", "agents"):
             assert f"    {command} " in listing
+
+
+def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_path) -> None:
+    """`rastrillo generate` over an app with no problem and no pattern imports neither the
+    terminal escaping (and `typing`) nor the pattern checks: a tenth of its imports."""
+    action = tmp_path / "actions" / "orders" / "[id].GET.py"
+    action.parent.mkdir(parents=True)
+    action.write_text(
+        "import rastrillo\n\nTOOL = rastrillo.Tool(description='Show an order.', "
+        "args={'id': rastrillo.Arg('the order id', type=int, minimum=1)})\n\n"
+        "def handle(ctx):\n    return None\n"
+    )
+    code = (
+        "import sys\nbefore = set(sys.modules)\nfrom rastrillo.cli.main import main\n"
+        f"assert main(['generate', {str(tmp_path)!r}]) == 0\n"
+        "print(sorted(set(sys.modules) - before))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    loaded = set(ast.literal_eval(out.splitlines()[-1]))
+    assert "rastrillo.generate" in loaded
+    lazy = {
+        "typing",
+        "rastrillo.visible",
+        "rastrillo.registry.backtrack",
+        "rastrillo.registry.pattern",
+    }
+    assert not loaded & lazy

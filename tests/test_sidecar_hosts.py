@@ -144,7 +144,10 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
         # A process starting on a loaded machine: 60 s, as tests.support.Server allows.
         until(lambda: hosts[0].marks(), "the first host's pass to start", 60)
         hosts.append(Host(tmp_path, app_dir, pg_url, 1))
-        until(lambda: "standby" in hosts[1].log, "the second host to stand by", 60)
+        try:
+            until(lambda: "standby" in hosts[1].log, "the second host to stand by", 60)
+        except AssertionError as exc:  # seen twice under heavy load: say what the host did
+            raise AssertionError(f"{exc}; its log:\n{hosts[1].log}") from None
         until(lambda: _waiting_on_a_lock(db), "the pass to wait on the locked row")
         holder, standby = hosts
         holder.proc.kill()  # SIGKILL mid-pass: its expired holds are not committed

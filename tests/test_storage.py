@@ -7,7 +7,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, bindparam, event, inspect, select
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    event,
+    inspect,
+    select,
+)
 from sqlalchemy.exc import (
     IntegrityError,
     InternalError,
@@ -385,6 +395,42 @@ def test_a_driver_write_commits_rolls_back_and_keeps_instants_as_core_does(notes
         tx.run(_ADD, id=3, at=_WHEN)
         tx.run(_ADD, id=1, at=_WHEN)  # the driver's error, raised as SQLAlchemy's
     assert [row.id for row in db.query("SELECT id FROM driver_notes")] == [1]
+
+
+_LOG = Table(
+    "driver_log",
+    MetaData(),
+    Column("id", Integer, primary_key=True),
+    Column("at", Instant, nullable=False),
+    Column("note", String(20)),
+    Column("kind", String(20), server_default="plain"),
+    Column("until", Instant),
+)
+_LOG_ADD = Prepared(_LOG.insert(), columns=("id", "at", "note", "kind", "until"))
+
+
+def test_a_batch_of_rows_keeps_each_value_and_each_null_whatever_the_columns_default(db_url):
+    """``run_many`` writes a NULL by leaving its column out of the INSERT only where the
+    column's default is NULL: rows of different shapes in one batch each come back as given,
+    and a None for a column with another default is still stored as NULL."""
+    db = Database(db_url)
+    try:
+        with db.write() as conn:
+            _LOG.create(conn)
+        rows = [
+            [1, _WHEN, "first", "loud", _WHEN],
+            [2, _WHEN, None, None, None],
+            [3, _WHEN, "third", None, None],
+            [4, _WHEN, None, "quiet", _WHEN],
+            [5, _WHEN, None, None, None],
+        ]
+        with db.driver_write() as tx:
+            tx.run_many(_LOG_ADD, [list(row) for row in rows])
+        with db.read() as conn:
+            found = conn.execute(select(_LOG).order_by(_LOG.c.id)).all()
+        assert [list(row) for row in found] == rows
+    finally:
+        db.dispose()
 
 
 def test_a_driver_write_refuses_a_database_file_deleted_while_in_use(tmp_path):

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rastrillo.errors import GenerateError, RastrilloError
-from rastrillo.visible import for_terminal
 
 _COMMANDS = ("new", "generate", "dev", "tools", "audit", "agents")
 _SIGPIPE_STATUS = 128 + 13  # as a shell reports a tool SIGPIPE ended; no `signal` import
@@ -151,6 +150,8 @@ def _run(argv: Sequence[str]) -> int:
             import traceback  # only here: importing it is 5 % of the command line's start
 
             traceback.print_exc()
+        from rastrillo.visible import for_terminal  # only here: it imports `typing`
+
         print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

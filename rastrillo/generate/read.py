@@ -129,7 +129,6 @@ def _read_call(call: ast.Call, imports: dict[str, str], refuse: Refuse) -> Decla
     declared = Declared(line=call.lineno)
     if call.args:
         refuse(call.args[0].lineno, "rastrillo.Tool takes keyword arguments only")
-    given = {keyword.arg for keyword in call.keywords}
     for keyword in call.keywords:
         name, value = keyword.arg, keyword.value
         if name is None:
@@ -140,7 +139,7 @@ def _read_call(call: ast.Call, imports: dict[str, str], refuse: Refuse) -> Decla
             # One mistake, said once: the value is read as the field meant, so no rule
             # reports that field missing (`descripton=`: no "needs a description").
             meant = closest_field(name, TOOL_FIELDS)
-            if meant is None or meant in given:
+            if meant is None or any(other.arg == meant for other in call.keywords):
                 continue
             name = meant
         declared.lines[name] = value.lineno

@@ -25,29 +25,32 @@ def render_tools_module(defs: list[ToolDef]) -> str:
 
     Deterministic for a given registry (sorted, `repr` literals) and already in
     ruff's format, so `generate --check` can compare it byte for byte even in an
-    app that formats everything.
+    app that formats everything. Each entry is made as one text, not line by line:
+    a thousand tools make fourteen thousand lines.
     """
     ordered = sorted(defs, key=lambda d: (d.id, d.source))
-    entries = [line for defn in ordered for line in _entry(defn)]
+    entries = "".join([_entry(defn) for defn in ordered])
     names = {_ACCESS_NAME[d.access] for d in ordered}
     if any(not arg.plain for defn in ordered for arg in defn.args.values()):
         names.add("Arg")
-    lines = [
-        '"""The tool registry: every action that declares TOOL, sorted by id."""',
-        "",
-        f"from rastrillo.registry.declare import {', '.join(sorted({'ToolDef', *names}))}",
-        "",
-        *(["_TOOLS = (", *entries, ")"] if entries else ["_TOOLS = ()"]),
-        "",
-        "",
-        "def tools() -> list[ToolDef]:",
-        '    """Every tool of the app, sorted by id."""',
-        "    return list(_TOOLS)",
-        "",
-    ]
-    if any(map(_too_long, lines)):
-        lines.insert(0, "# ruff: noqa: E501")
-    return "\n".join([HEADER, *lines])
+    text = "\n".join(
+        [
+            '"""The tool registry: every action that declares TOOL, sorted by id."""',
+            "",
+            f"from rastrillo.registry.declare import {', '.join(sorted({'ToolDef', *names}))}",
+            "",
+            f"_TOOLS = (\n{entries})" if entries else "_TOOLS = ()",
+            "",
+            "",
+            "def tools() -> list[ToolDef]:",
+            '    """Every tool of the app, sorted by id."""',
+            "    return list(_TOOLS)",
+            "",
+        ]
+    )
+    if any(_too_long(line) for line in text.split("\n") if len(line) > _LINE_LENGTH // 2):
+        text = "# ruff: noqa: E501\n" + text
+    return f"{HEADER}\n{text}"
 
 
 def _too_long(line: str) -> bool:
@@ -71,33 +74,33 @@ def _too_long(line: str) -> bool:
     return not (last.startswith(("http://", "https://")) and line.rindex(last) < _LINE_LENGTH)
 
 
-def _entry(defn: ToolDef) -> list[str]:
-    args = [line for name, arg in defn.args.items() for line in _arg_entry(name, arg)]
-    return [
-        "    ToolDef(",
-        f"        id={py_literal(defn.id)},",
-        f"        method={py_literal(defn.method)},",
-        f"        path={py_literal(defn.path)},",
-        f"        description={py_literal(defn.description)},",
-        f"        access={_ACCESS_NAME[defn.access]},",
-        *(["        args={", *args, "        },"] if args else ["        args={},"]),
-        f"        confirm={py_literal(defn.confirm)},",
-        f"        source={py_literal(defn.source)},",
-        "    ),",
-    ]
+def _entry(defn: ToolDef) -> str:
+    args = "".join([_arg_entry(name, arg) for name, arg in defn.args.items()])
+    args_dict = f"{{\n{args}        }}" if args else "{}"
+    return (
+        "    ToolDef(\n"
+        f"        id={py_literal(defn.id)},\n"
+        f"        method={py_literal(defn.method)},\n"
+        f"        path={py_literal(defn.path)},\n"
+        f"        description={py_literal(defn.description)},\n"
+        f"        access={_ACCESS_NAME[defn.access]},\n"
+        f"        args={args_dict},\n"
+        f"        confirm={py_literal(defn.confirm)},\n"
+        f"        source={py_literal(defn.source)},\n"
+        "    ),\n"
+    )
 
 
-def _arg_entry(name: str, arg: Arg) -> list[str]:
+def _arg_entry(name: str, arg: Arg) -> str:
     """`"name": "description",` for a plain arg, else an `Arg(...)` one field a line.
 
     The trailing commas keep ruff's formatter from joining the lines, so the
     file stays in its format whatever the lengths.
     """
-    indent = " " * 12
     if arg.plain:
-        return [f"{indent}{py_literal(name)}: {py_literal(arg.description)},"]
-    inner = indent + " " * 4
-    lines = [f"{indent}{py_literal(name)}: Arg(", f"{inner}{py_literal(arg.description)},"]
+        return f"            {py_literal(name)}: {py_literal(arg.description)},\n"
+    inner = " " * 16
+    lines = [f"            {py_literal(name)}: Arg(", f"{inner}{py_literal(arg.description)},"]
     for field_name, value in arg.declared():
         if field_name == "type":
             lines.append(f"{inner}type={type_name(value)},")
@@ -108,8 +111,8 @@ def _arg_entry(name: str, arg: Arg) -> list[str]:
             lines.append(f"{inner}],")
         else:
             lines.append(f"{inner}{field_name}={_value_literal(value)},")
-    lines.append(f"{indent}),")
-    return lines
+    lines.append("            ),\n")
+    return "\n".join(lines)
 
 
 def _value_literal(value: object) -> str:

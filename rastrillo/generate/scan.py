@@ -134,26 +134,30 @@ def _read_bytes(file: str) -> bytes:
         os.close(fd)
 
 
+# Made once: `A | B` in a loop builds a new union at every statement of every file.
+_FUNCTION = ast.FunctionDef | ast.AsyncFunctionDef
+_BINDING = ast.Assign | ast.ImportFrom
+
+
 def _handle_problems(tree: ast.Module, source: str) -> list[Problem]:
     """What is wrong with the file's ``handle``: none defined at module level, or a ``def``
     that cannot be called with the one argument every request gives it, ``ctx``."""
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "handle":
+        if isinstance(node, _FUNCTION) and node.name == "handle":
             if _takes_one_argument(node.args):
                 return []
             return [Problem(source, node.lineno, "handle takes one argument, ctx: def handle(ctx)")]
-        if isinstance(node, ast.Assign | ast.ImportFrom) and _binds_handle(node):
+        if isinstance(node, _BINDING) and _binds_handle(node):
             return []  # bound to something made elsewhere: checked when the app loads it
     return [Problem(source, None, "defines no handle(ctx) at module level")]
 
 
 def _takes_one_argument(args: ast.arguments) -> bool:
     """Whether a function with these parameters can be called as ``handle(ctx)``."""
-    positional = [*args.posonlyargs, *args.args]
-    required = len(positional) - len(args.defaults)
-    keywords_needed = any(default is None for default in args.kw_defaults)
-    takes_ctx = bool(positional) or args.vararg is not None
-    return takes_ctx and required <= 1 and not keywords_needed
+    positional = len(args.posonlyargs) + len(args.args)
+    keywords_needed = None in args.kw_defaults  # a keyword-only parameter without a default
+    takes_ctx = positional > 0 or args.vararg is not None
+    return takes_ctx and positional - len(args.defaults) <= 1 and not keywords_needed
 
 
 def _binds_handle(node: ast.Assign | ast.ImportFrom) -> bool:

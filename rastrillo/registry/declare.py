@@ -13,8 +13,6 @@ from dataclasses import KW_ONLY, dataclass, field, fields
 from enum import StrEnum
 
 from rastrillo.errors import refuse_unknown_fields
-from rastrillo.registry.backtrack import backtracking_problem
-from rastrillo.registry.pattern import pattern_problem
 
 UNSAFE_TEXT = (
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
@@ -238,14 +236,27 @@ def arg_problems(
             problems.append(("pattern", f"pattern applies to a str arg, not {name}"))
         elif not isinstance(pattern, str):
             problems.append(("pattern", "pattern must be a string"))
-        elif (problem := pattern_problem(pattern)) is not None or (
-            (max_length is None or _fits(int, max_length))
-            and (problem := backtracking_problem(pattern, max_length)) is not None  # type: ignore[arg-type]
-        ):
+        elif (problem := _pattern_problem(pattern, max_length)) is not None:
             problems.append(("pattern", problem))
     if choices is not None:
         problems.extend(_choice_problems(type, choices))
     return problems
+
+
+def _pattern_problem(pattern: str, max_length: object) -> str | None:
+    """Why a pattern cannot be declared: not a pattern every provider reads alike, or one
+    a value could make backtrack for long.
+
+    Its two modules are imported here, on the first pattern: they cost `rastrillo generate`
+    a tenth of its imports, and most apps declare no pattern.
+    """
+    from rastrillo.registry.backtrack import backtracking_problem
+    from rastrillo.registry.pattern import pattern_problem
+
+    problem = pattern_problem(pattern)
+    if problem is None and (max_length is None or _fits(int, max_length)):
+        problem = backtracking_problem(pattern, max_length)  # type: ignore[arg-type]
+    return problem
 
 
 def _choice_problems(kind: ArgType, choices: object) -> list[tuple[str, str]]:
@@ -270,6 +281,23 @@ def _choice_problems(kind: ArgType, choices: object) -> list[tuple[str, str]]:
     return []
 
 
+_PLAIN_FIELDS = dict(Arg("").__dict__)
+
+
+def _plain_arg(description: str) -> Arg:
+    """`Arg(description)`, made as a copy of a plain arg's fields: most args are declared
+    by a description alone, and the dataclass's checks, which such an arg always passes,
+    cost six times the copy (a tenth of `rastrillo generate`'s reading of a `TOOL`)."""
+    if not isinstance(description, str):
+        return Arg(description)  # refused, as the constructor words it
+    arg = object.__new__(Arg)
+    values = arg.__dict__
+    values.update(_PLAIN_FIELDS)
+    values["description"] = description
+    values["rendered"] = {}
+    return arg
+
+
 class ArgMap(Mapping[str, Arg]):
     """A read-only, hashable mapping of arg name → `Arg`, kept sorted by name.
 
@@ -282,7 +310,7 @@ class ArgMap(Mapping[str, Arg]):
 
     def __init__(self, items: Mapping[str, Arg | str] | None = None) -> None:
         self._items = {
-            name: arg if isinstance(arg, Arg) else Arg(arg)
+            name: arg if isinstance(arg, Arg) else _plain_arg(arg)
             for name, arg in sorted((items or {}).items())
         }
 

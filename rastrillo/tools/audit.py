@@ -29,7 +29,7 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -152,7 +152,7 @@ class Entry:
     """
 
     # Defaults for what a call may never fill in: a new entry sets only what it knows.
-    stored: dict[str, Any] | None = None
+    stored: list[Any] | None = None
     """The row as it is stored, made once it waits behind many others (its args dropped)."""
     user_id: str | None = None
     approval: Approval | None = None
@@ -301,7 +301,11 @@ def _args_json(args: dict[Any, Any]) -> str:
     }
     if len(args) > ARGS_KEPT:
         kept["…"] = f"{len(args) - ARGS_KEPT} more args"
-    return json.dumps(kept, ensure_ascii=False)
+    return _ARGS_ENCODER.encode(kept)
+
+
+_ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+"""Made once: ``json.dumps`` with any option makes an encoder on every call."""
 
 
 def _text(value: Any) -> str:
@@ -315,39 +319,42 @@ def _text(value: Any) -> str:
 
 
 _TEXTS = [
-    (column.name, column.type.length, column.nullable)
-    for column in (audit_table.c[name] for name in _COLUMNS)
-    if isinstance(column.type, String)
+    (index, column.type.length, column.nullable)
+    for index, column in enumerate(audit_table.c[name] for name in _COLUMNS)
+    if isinstance(column.type, String) and column.name != "args"
 ]
-"""Each text column, its length (None: unbounded) and whether it takes NULL."""
+"""Each text column but ``args`` (made storable as it is made), by its index in a row: its
+length (None: unbounded) and whether it takes NULL."""
 
 
-def _storable(entry: Entry) -> dict[str, Any]:
-    """The entry's values by column, each text storable and cut to its column's length."""
+def _row(entry: Entry) -> list[Any]:
+    """The entry's row, its values in :data:`_COLUMNS` order, each text storable and cut
+    to its column's length. A list, made once per row by the thread that writes it: the
+    fewest steps from an entry to the driver's parameters."""
     if entry.stored is not None:
         return entry.stored
     actor = entry.actor if isinstance(entry.actor, Actor) else None
     approval = entry.approval
-    values = {
-        "at": entry.at,
-        "call_id": entry.call_id,
-        "tool": entry.tool,
-        "actor": str(actor) if actor is not None else entry.actor,
-        "agent": actor.name if actor is not None and actor.is_named_agent else None,
-        "user_id": entry.user_id,
-        "args": _args_json(entry.args),
-        "approval_id": entry.approval_id,
-        "approval_path": entry.approval_path,
-        "approved_by": approval.approved_by if approval else None,
-        "approved_at": approval.approved_at if approval else None,
-        "status": entry.status,
-        "refusal_kind": entry.refusal_kind,
-        "refusal": entry.refusal,
-        "client": entry.client,
-        "duration_ms": entry.duration_ms,
-    }
-    for name, limit, nullable in _TEXTS:
-        value = values[name]
+    row = [
+        entry.at,
+        entry.call_id,
+        entry.tool,
+        str(actor) if actor is not None else entry.actor,
+        actor.name if actor is not None and actor.is_named_agent else None,
+        entry.user_id,
+        _args_json(entry.args),
+        entry.approval_id,
+        entry.approval_path,
+        approval.approved_by if approval else None,
+        approval.approved_at if approval else None,
+        entry.status,
+        entry.refusal_kind,
+        entry.refusal,
+        entry.client,
+        entry.duration_ms,
+    ]
+    for index, limit, nullable in _TEXTS:
+        value = row[index]
         if value is None:
             if nullable:
                 continue
@@ -358,8 +365,8 @@ def _storable(entry: Entry) -> dict[str, Any]:
             and (limit is None or len(value) <= limit)
         ):
             continue  # the usual case: stored as it is
-        values[name] = _text(value) if limit is None else _cut(_text(value), limit)
-    return values
+        row[index] = _text(value) if limit is None else _cut(_text(value), limit)
+    return row
 
 
 _INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
@@ -367,7 +374,7 @@ _INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
 
 def _as_json(entry: Entry) -> str:
     """A row for the log, storable text as it would have been stored."""
-    return json.dumps(_storable(entry), default=str, ensure_ascii=True)
+    return json.dumps(dict(zip(_COLUMNS, _row(entry), strict=True)), default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[Any, Any]) -> AuditRecord:
@@ -395,21 +402,23 @@ _RETRY_FIRST = 0.05
 _RETRY_MAX = 2.0
 
 
-def _insert(db: Database, rows: list[Entry]) -> list[Entry]:
+def _insert(
+    db: Database, rows: list[Entry], on_wait: Callable[[], None] | None = None
+) -> list[Entry]:
     """Insert ``rows``; return those the database refused, each logged in full.
 
     A database that cannot serve now (``storage.is_unavailable``: locked past
     the busy timeout, unreachable, out of room) is waited out: the rows are
-    retried, with a growing pause, until written. Any other failure is a row's
-    own: the rows are then written one at a time, so one refused row never
-    costs another.
+    retried, with a growing pause, until written, ``on_wait`` called as the
+    wait begins. Any other failure is a row's own: the rows are then written
+    one at a time, so one refused row never costs another.
     """
     delay = _RETRY_FIRST
     waiting = False
     while True:
         try:
             with db.driver_write() as tx:
-                tx.run_many(_INSERT, [_storable(row) for row in rows])
+                tx.run_many(_INSERT, [_row(row) for row in rows])
         except Exception as exc:
             if not is_unavailable(exc):
                 refused = exc
@@ -417,6 +426,8 @@ def _insert(db: Database, rows: list[Entry]) -> list[Entry]:
             if not waiting:
                 log.warning("audit: %d rows wait for the database (%s); retrying", len(rows), exc)
                 waiting = True
+                if on_wait is not None:
+                    on_wait()
             time.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
         else:
@@ -438,11 +449,12 @@ counted them as pending); a row appended past the bound is logged in full
 :func:`flush`. A write that ran is never queued: its row waits out the database in the
 caller's thread, so no write goes unrecorded."""
 _KEPT_AS_GIVEN = 1_000
-"""Past this many waiting rows (the writer is behind), a row is queued as it is stored,
-bounded by :data:`ARGS_KEPT` and :data:`ARG_TEXT_KEPT`, not holding the call's args as
-given. A healthy writer at full speed finds up to a few hundred rows waiting when it takes
-a batch (on two loaded cores: a median of 124-154, at most 392), so a lower bound would
-have reads make their rows' stored form in the normal case."""
+"""Past this many waiting rows (the writer is behind), or once the writer waits for the
+database, a row is queued as it is stored, bounded by :data:`ARGS_KEPT` and
+:data:`ARG_TEXT_KEPT`, not holding the call's args as given. A healthy writer at full speed
+finds up to a few hundred rows waiting when it takes a batch (on two loaded cores: a
+median of 124-154, at most 392), so a lower bound would have reads make their rows'
+stored form in the normal case; an outage is told by the writer, not by the count."""
 
 
 class _Writer:
@@ -463,13 +475,17 @@ class _Writer:
         self._lost = 0
         self._dropped = 0
         self._running = False
+        self._outage = False
+        """The database made the writer wait: a row is queued as it is stored."""
         self._idle = False
         """The thread waits for rows: a new row must wake it."""
 
     def put(self, row: Entry) -> None:
         with self._lock:  # the condition's own lock, without its Python-level wrapper
             waiting = len(self._rows)
-            if waiting < _KEPT_AS_GIVEN or (row.stored is not None and waiting < QUEUED_MAX):
+            if (waiting < _KEPT_AS_GIVEN and not self._outage) or (
+                row.stored is not None and waiting < QUEUED_MAX
+            ):
                 self._rows.append(row)
                 self._queued += 1
                 if self._idle:
@@ -480,11 +496,23 @@ class _Writer:
                 return
         self._put_behind(row)
 
+    def _outage_began(self) -> None:
+        """The database makes the writer wait: the rows queued already, and each one queued
+        until it is written, are kept as they are stored, not with the calls' args as
+        given (their memory bounded whatever the calls sent)."""
+        with self._lock:
+            self._outage = True
+            queued = list(self._rows)
+        for row in queued:  # the writer's from their put on: nobody else changes them
+            if row.stored is None:
+                row.stored = _row(row)
+                row.args = None
+
     def _put_behind(self, row: Entry) -> None:
         """A row behind many waiting ones: queued as it is stored (the caller's args let
         go), or, with :data:`QUEUED_MAX` waiting, not queued but logged in full."""
         if row.stored is None:
-            row.stored = _storable(row)  # outside the lock: only while the writer lags
+            row.stored = _row(row)  # outside the lock: only while the writer lags
             row.args = None
             self.put(row)
             return
@@ -535,7 +563,8 @@ class _Writer:
                     log.error("audit: database gone, row not written: %s", _as_json(entry))
                 lost = self._batch
             else:
-                lost = _insert(db, self._batch)
+                lost = _insert(db, self._batch, self._outage_began)
+                self._outage = False
                 del db
             with self._cond:
                 self._done += len(self._batch)

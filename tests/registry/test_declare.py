@@ -155,6 +155,15 @@ def test_a_plain_description_is_a_required_string() -> None:
     assert not Arg("x", required=False).plain
 
 
+def test_a_description_in_args_is_that_arg_with_its_own_schema_cache() -> None:
+    first, second = ArgMap({"a": "one", "b": "two"}).values()
+    assert first == Arg("one") and repr(first) == repr(Arg("one")) and first.plain
+    assert vars(first).keys() == vars(Arg("one")).keys()
+    assert first.rendered is not second.rendered and first.rendered == {}
+    with pytest.raises(ValueError, match="description must be a string"):
+        ArgMap({"a": 5})  # type: ignore[dict-item]
+
+
 def test_arg_takes_its_description_then_keywords_only() -> None:
     with pytest.raises(TypeError):
         Arg("how many", int)  # type: ignore[misc]
