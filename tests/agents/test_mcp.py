@@ -30,9 +30,10 @@ from rastrillo.agents.mcp import APPROVAL_META, state_key
 from rastrillo.loader import load_options
 from rastrillo.registry.schemas import schemas
 from rastrillo.storage import Database
+from rastrillo.testing import TestApp
 from rastrillo.tools import audit
 from tests.agents.mcp_app import Person, make_app
-from tests.support import TLS, Server, free_port
+from tests.support import TLS, Server, free_port, write_app
 
 HANDSHAKE = ["2025-06-18", "2025-11-25"]
 MODERN = "2026-07-28"
@@ -299,3 +300,40 @@ def test_an_app_that_traces_gets_the_sdks_span_for_each_call(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['tools/call notes_get']"
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACE_ACTION = """
+import rastrillo
+from opentelemetry import trace
+
+TOOL = rastrillo.Tool(description="The trace this call runs in.")
+
+
+def handle(ctx):
+    trace_id = trace.get_current_span().get_span_context().trace_id
+    return ctx.json({"trace_id": format(trace_id, "032x")})
+"""
+
+
+def test_a_callers_traceparent_reaches_the_handler_though_the_app_does_not_trace(tmp_path):
+    """No tracer provider is set, so /mcp makes no span of its own accord; a call whose
+    ``_meta`` carries a W3C ``traceparent`` still gets the SDK's span, so the handler runs in
+    the caller's trace and whatever it calls on can carry the trace on."""
+    app_dir = write_app(tmp_path / "app", {"trace.GET.py": TRACE_ACTION}, extra="mcp=True,")
+    traceparent = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    with TestApp(app_dir, tmp_path, mcp=True) as t:
+        _, token, _ = grants.personal_token(t.db, user_id="3", agent="traced")
+        headers["Authorization"] = f"Bearer {token}"
+        seen = []
+        for meta in ({"traceparent": traceparent}, {}):
+            params = {"name": "trace_get", "arguments": {}, "_meta": meta}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            answer = t.client.post("/mcp", json=body, headers=headers)
+            assert answer.status_code == 200, answer.text
+            seen.append(answer.json()["result"]["structuredContent"]["trace_id"])
+    assert seen == [TRACE_ID, "0" * 32]
