@@ -124,7 +124,7 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
     try:
         parsed = parse_argv(argv)
     except UsageError as exc:
-        sys.stderr.write(f"error: {exc}\n{USAGE}")
+        sys.stderr.write(f"error: {_shown(exc)}\n{USAGE}")
         return 2
     try:
         if isinstance(parsed, SidecarArgs):
@@ -135,8 +135,15 @@ def run(options: Options, argv: Sequence[str] | None = None) -> int:
             return run_sidecar(options.sidecar, db, options.app_dir / "migrations")
         return serve(options, parsed)
     except RastrilloError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {_shown(exc)}\n")
         return 1
+
+
+def _shown(error: Exception) -> str:
+    """An error's message as the command line prints one: escaped for the terminal."""
+    from rastrillo.visible import for_terminal  # only to print an error (as the CLI does)
+
+    return for_terminal(str(error))
 
 
 def serve(options: Options, args: ServeArgs) -> int:

@@ -188,3 +188,19 @@ def test_serving_freezes_what_start_up_loaded_out_of_the_collectors_way(app_dir)
         server.should_exit = True
         serving.join(timeout=30)
         gc.unfreeze()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["bogus\x1b]0;owned\x07"], 2),  # a usage error: argparse quotes the argument raw
+        (["sidecar", "run", "--db", "oracle://x\x1b[2J/db"], 1),  # an error of the app's set-up
+    ],
+)
+def test_an_error_reaches_the_terminal_escaped(argv, code, capsys):
+    """``python app.py`` prints its errors as the command line does: a control character in
+    what the user or the environment gave cannot drive the terminal or forge a line."""
+    assert run(Options(), argv) == code
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "\\x1b" in err
