@@ -662,8 +662,8 @@ class _Form:
 
     def by_column(self, values: list[Any]) -> list[Any] | dict[str, Any]:
         """The parameters of an INSERT of ``columns`` from their values in that order
-        (left as they are): in that order for a driver whose positions are the columns',
-        else by name."""
+        (left as they are): as they are for a driver whose positions are the columns', in
+        its order for another positional driver, else by name."""
         if self.by_index:
             values = values.copy()
         for index, convert in self.by_index:
@@ -671,7 +671,8 @@ class _Form:
         if self.order == self.columns:
             return values
         assert self.columns is not None and not self.fixed
-        return dict(zip(self.columns, values, strict=True))
+        named = dict(zip(self.columns, values, strict=True))
+        return named if self.pick is None else list(self.pick(named))
 
     def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
         if not self.converts_rows:
@@ -731,7 +732,7 @@ class Prepared:
         self.statement = statement
         self.columns = tuple(columns) if columns is not None else None
         self._forms: dict[tuple[str, str], _Form] = {}
-        self._setting: dict[tuple[bool, ...], Prepared] = {}
+        self._setting: dict[tuple[bool, ...], tuple[Prepared, list[bool] | None]] = {}
 
     def form(self, dialect: Dialect) -> _Form:
         key = (dialect.name, dialect.driver)
@@ -740,19 +741,21 @@ class Prepared:
             found = self._forms.setdefault(key, _Form.of(self.statement, dialect, self.columns))
         return found
 
-    def setting(self, nulls: tuple[bool, ...]) -> Prepared:
+    def setting(self, nulls: tuple[bool, ...]) -> tuple[Prepared, list[bool] | None]:
         """This INSERT without the columns that ``nulls`` marks (in ``columns`` order) and
-        whose default is NULL: they get NULL without a parameter. Made once per set."""
+        whose default is NULL, which get NULL without a parameter; and which of
+        ``columns`` it keeps (None: all). Made once per set."""
         found = self._setting.get(nulls)
         if found is None:
             assert self.columns is not None and isinstance(self.statement, Insert)
             table = self.statement.table
-            kept = tuple(
-                name
+            kept = [
+                not null or not _defaults_to_null(table.c[name])
                 for name, null in zip(self.columns, nulls, strict=True)
-                if not null or not _defaults_to_null(table.c[name])
-            )
-            found = self._setting.setdefault(nulls, Prepared(self.statement, columns=kept))
+            ]
+            columns = tuple(compress(self.columns, kept))
+            found = (Prepared(self.statement, columns=columns), None if all(kept) else kept)
+            found = self._setting.setdefault(nulls, found)
         return found
 
 
@@ -798,13 +801,11 @@ class DriverTransaction:
                 group = alike[nulls] = []
             group.append(values)
         for nulls, group in alike.items():
-            setting = statement.setting(nulls)
+            setting, kept = statement.setting(nulls)
             form = setting.form(self.dialect)
-            if setting.columns == statement.columns:
+            if kept is None:
                 params = [form.by_column(values) for values in group]
             else:
-                assert setting.columns is not None and statement.columns is not None
-                kept = [name in setting.columns for name in statement.columns]
                 params = [form.by_column(list(compress(values, kept))) for values in group]
             self._cursor.executemany(form.sql, params)
 
