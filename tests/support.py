@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import random
 import resource
 import signal
 import socket
@@ -70,10 +72,40 @@ def write_app(
     return root
 
 
+def _port_block() -> range:
+    """The loopback ports this pytest process hands out: its xdist worker's own slice of
+    the ports below the kernel's ephemeral range."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    low = 10000
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = (ephemeral - low) // workers
+    return range(low + index * size, low + (index + 1) * size)
+
+
+_PORTS = _port_block()
+_next_port = itertools.count(random.randrange(len(_PORTS)))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a server the test starts, which no other test of the run is
+    handed. A port the kernel picks (bind to port 0) is free only until the socket closes:
+    another worker's test, or any connection's source port, could take it before the
+    server binds it, and a test then talks to someone else's server. So each xdist worker
+    walks its own slice of the ports below the ephemeral range, handing a port out again
+    only once it has handed out every other, and skips any that something else holds."""
+    for _ in range(len(_PORTS)):
+        port = _PORTS[next(_next_port) % len(_PORTS)]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {_PORTS}")
 
 
 class Server:
