@@ -164,17 +164,25 @@ class Server:
         return self.process.wait(timeout=timeout)
 
 
-def until(condition: Callable[[], T], what: str, timeout: float = 20) -> T:
+def until(
+    condition: Callable[[], T],
+    what: str,
+    timeout: float = 20,
+    show: Callable[[], object] | None = None,
+    every: float = 0.01,
+) -> T:
     """Poll ``condition`` until it is truthy and return what it gave; fail the test, naming
     ``what`` it waited for, after ``timeout`` seconds (a bound on a hang, not a claim on
-    speed: a loaded machine is slow)."""
+    speed: a loaded machine is slow). ``show`` gives what the failure should also print,
+    read at the timeout: a server's log, say, or the last answer seen. ``every`` spaces
+    the polls, for a condition that costs a request."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}" + (f":\n{show()}" if show else ""))
 
 
 def _limit_open_files(count: int) -> None:
