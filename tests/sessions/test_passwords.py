@@ -12,8 +12,8 @@ from sqlalchemy import select
 from rastrillo import sessions
 from rastrillo.app import App
 from rastrillo.sessions import passwords, throttle
-from tests.sessions._sessions_app import LIGHT, PASSWORD, Clock
-from tests.support import TLS
+from tests.sessions._sessions_app import PASSWORD, Clock
+from tests.support import LIGHT, TLS
 
 Browser = Callable[[App], httpx.Client]
 LIMIT = sessions.RateLimit(per_account=3, per_address=6, window=timedelta(minutes=10))
