@@ -331,6 +331,12 @@ def ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
+def spread(these: list[float], those: list[float]) -> str:
+    """The lowest and highest of the rounds' differences (each round's medians), in ms."""
+    differences = [(a - b) * 1000 for a, b in zip(these, those, strict=True)]
+    return f"{min(differences):.3f}-{max(differences):.3f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
@@ -374,11 +380,15 @@ def main() -> int:
         f"median over {args.rounds} rounds x {calls} calls (cpu count {os.cpu_count()}, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}), ms per call:"
     )
-    heads = ("client sees", "server share", "server CPU", "client CPU")
-    print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads))
+    heads = ("client sees", "server share", "server CPU", "client CPU", "rounds (sees)")
+    print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads[:4]) + f"  {heads[4]}")
     for name, way in ways.items():
         column = f"{share[name]:13.3f}" if name in share else f"{'':13}"
-        print(f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}")
+        rounds = f"{min(way.wall) * 1000:.3f}-{max(way.wall) * 1000:.3f}"
+        print(
+            f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}"
+            f"  {rounds}"
+        )
     print("rastrillo / fastapi-mcp (goal <= 0.80):")
     print(
         f"  client sees {wall['rastrillo-mcp'] / wall['fastapi-mcp']:.2f}, "
@@ -394,6 +404,11 @@ def main() -> int:
         f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
         f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
         f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms"
+    )
+    print(
+        "  round by round: client sees "
+        f"{spread(ways['rastrillo-mcp'].wall, ways['plain-get'].wall)}, floor "
+        f"{spread(ways['floor-mcp'].wall, ways['floor-get'].wall)} ms"
     )
     print(
         "  of which being signed in (the session check a signed-in GET makes too): client sees "
