@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from rastrillo.errors import written
+
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _GRANT_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -58,11 +60,9 @@ class Actor:
         ``agent:assistant``, or ``agent:assistant (grant 1f…)`` through a grant."""
         if self.human:
             return "human"
-        return (
-            f"agent:{self.name}"
-            if self.grant is None
-            else f"agent:{self.name} (grant {self.grant})"
-        )
+        # Whatever a hand-built actor holds is written, never raised on (a huge integer).
+        name = self.name if type(self.name) is str else written(self.name)
+        return f"agent:{name}" if self.grant is None else f"agent:{name} (grant {self.grant})"
 
     def describe(self) -> str:
         """Who did it, for a record an app keeps: ``agent:concierge for user 3, approved

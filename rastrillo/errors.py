@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from types import FrameType
 
 
+def written(value: object) -> str:
+    """``repr(value)``, or what kind of value it is where Python will not write it: an
+    integer of more than 4,300 digits (or a list holding one) makes ``repr`` raise
+    ``ValueError``, and a value a call holds must never turn its refusal or its audit
+    row into that."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too long to write>"
+
+
 class RastrilloError(Exception):
     """Base class for errors caused by the app or its configuration."""
 

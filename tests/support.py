@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import random
 import resource
 import signal
 import socket
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+from argon2 import PasswordHasher
 
 from rastrillo.generate import generate
 
@@ -41,6 +44,13 @@ OPTIONS = rastrillo.Options(
 if __name__ == "__main__":
     raise SystemExit(rastrillo.run(OPTIONS))
 """
+
+
+LIGHT = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+"""argon2id at a thousandth of the default cost: about 0.5 ms a check, not 0.2 s. A hash is
+checked with the parameters it holds, so an app whose stored hashes are made with these
+signs in through the framework's check unchanged; the tests of sign-in flows and limits
+store them (``tests/sessions/test_passwords.py`` checks the framework's own parameters)."""
 
 
 # Building an httpx client loads a CA bundle, 20-40 ms of CPU; the suite builds thousands
@@ -70,10 +80,40 @@ def write_app(
     return root
 
 
+def _port_block() -> range:
+    """The loopback ports this pytest process hands out: its xdist worker's own slice of
+    the ports below the kernel's ephemeral range."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    low = 10000
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = (ephemeral - low) // workers
+    return range(low + index * size, low + (index + 1) * size)
+
+
+_PORTS = _port_block()
+_next_port = itertools.count(random.randrange(len(_PORTS)))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a server the test starts, which no other test of the run is
+    handed. A port the kernel picks (bind to port 0) is free only until the socket closes:
+    another worker's test, or any connection's source port, could take it before the
+    server binds it, and a test then talks to someone else's server. So each xdist worker
+    walks its own slice of the ports below the ephemeral range, handing a port out again
+    only once it has handed out every other, and skips any that something else holds."""
+    for _ in range(len(_PORTS)):
+        port = _PORTS[next(_next_port) % len(_PORTS)]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {_PORTS}")
 
 
 class Server:
@@ -132,17 +172,25 @@ class Server:
         return self.process.wait(timeout=timeout)
 
 
-def until(condition: Callable[[], T], what: str, timeout: float = 20) -> T:
+def until(
+    condition: Callable[[], T],
+    what: str,
+    timeout: float = 20,
+    show: Callable[[], object] | None = None,
+    every: float = 0.01,
+) -> T:
     """Poll ``condition`` until it is truthy and return what it gave; fail the test, naming
     ``what`` it waited for, after ``timeout`` seconds (a bound on a hang, not a claim on
-    speed: a loaded machine is slow)."""
+    speed: a loaded machine is slow). ``show`` gives what the failure should also print,
+    read at the timeout: a server's log, say, or the last answer seen. ``every`` spaces
+    the polls, for a condition that costs a request."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}" + (f":\n{show()}" if show else ""))
 
 
 def _limit_open_files(count: int) -> None:

@@ -8,13 +8,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from rastrillo.cli.main import main
-from tests.support import write_app
+from tests.support import until, write_app
 
 ACTIONS = {
     "ticks/index.GET.py": """
@@ -52,12 +51,13 @@ def run_sidecar_until_it_ticks(app_dir: Path, db: Path, *flags: str, env: dict[s
         stderr=subprocess.PIPE,
         text=True,
     )
+
+    def ticked() -> bool:
+        assert process.poll() is None, process.communicate()[1]
+        return bool(ticks(db))
+
     try:
-        deadline = time.monotonic() + 20
-        while not ticks(db):
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "the sidecar never ran a pass on " + str(db)
-            time.sleep(0.05)
+        until(ticked, f"the sidecar to run a pass on {db}", every=0.05)
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import signal
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import httpx
 
-from tests.support import TLS, Server, write_app
+from tests.support import TLS, Server, until, write_app
 
 ACTIONS = {
     "notes/index.POST.py": """
@@ -29,10 +28,12 @@ WRITERS = 6
 
 
 def wait_for_log(server: Server, text: str, count: int = 1) -> None:
-    deadline = time.monotonic() + 30
-    while server.log.read_text().count(text) < count:
-        assert time.monotonic() < deadline, f"never logged {text!r}:\n{server.log.read_text()}"
-        time.sleep(0.02)
+    until(
+        lambda: server.log.read_text().count(text) >= count,
+        f"the server to log {text!r} {count} time(s)",
+        30,
+        show=server.log.read_text,
+    )
 
 
 def test_sigterm_never_answers_500_for_a_write_it_then_commits(tmp_path: Path, serve) -> None:

@@ -41,6 +41,9 @@ _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _MAX_DIGITS = 4000
 """Longer number text is refused before conversion (Python refuses past 4300 digits)."""
+_INT_BOUND = 10**_MAX_DIGITS
+"""Every integer an arg takes is strictly within ±this: at most :data:`_MAX_DIGITS` digits,
+from a call's JSON (which may hold 4,300) as from a form's text."""
 _SHOWN = 40
 """How much of a refused value a message quotes."""
 _UNSAFE = re.compile(UNSAFE_TEXT)
@@ -111,7 +114,11 @@ def accept(arg: Arg, value: object) -> ArgValue:
     if kind is bool:
         ok = isinstance(value, bool)
     elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and -_INT_BOUND < value < _INT_BOUND
+        )
     elif kind is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if ok:
@@ -191,9 +198,10 @@ def parse_int(text: str) -> int | None:
     Unlike `int()`, no spaces, `_`, `+` or non-ASCII digits: the text a
     browser or a tool call sends for an integer, and nothing else.
     """
-    if len(text) > _MAX_DIGITS or not _INT.fullmatch(text):
+    if len(text) > _MAX_DIGITS + 1 or not _INT.fullmatch(text):
         return None
-    return int(text)
+    number = int(text)
+    return number if -_INT_BOUND < number < _INT_BOUND else None
 
 
 def wire(value: ArgValue) -> str:
@@ -223,8 +231,7 @@ def _shown(value: object) -> str:
         short = value if len(value) <= _SHOWN else value[:_SHOWN] + "…"
         return f"the string {short!r}"
     if isinstance(value, int):
-        digits = str(value) if abs(value) < 10**_SHOWN else "a very long number"
-        return f"the integer {digits}"
+        return f"the integer {value}" if abs(value) < 10**_SHOWN else "a very long number"
     if isinstance(value, float):
         return f"the number {value!r}"
     if isinstance(value, list | tuple):

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
 
 from rastrillo.actor import Actor, Approval, describe
-from rastrillo.errors import RastrilloError
+from rastrillo.errors import RastrilloError, written
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
 
 __all__ = [
@@ -280,10 +280,18 @@ ARGS_KEPT = 64
 """The most args a row keeps, in the call's order; the others are counted under ``"…"``."""
 
 
+_INT_KEPT = 10**ARG_TEXT_KEPT
+"""A bound no integer a row keeps as a number reaches (its text would be over
+:data:`ARG_TEXT_KEPT` characters)."""
+
+
 def _json_scalar(value: Any) -> Any:
     """A value as JSON keeps it: bools, integers and finite numbers as they are (a typed
     `2` is not recorded as `"2"`), anything else as storable text, cut to its length."""
-    if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+    if isinstance(value, bool | int):
+        # An integer past Python's 4,300 digits cannot be written as JSON: kept as text.
+        return value if -_INT_KEPT < value < _INT_KEPT else _cut(_text(value), ARG_TEXT_KEPT)
+    if isinstance(value, float) and math.isfinite(value):
         return value
     return _cut(_text(value), ARG_TEXT_KEPT)
 
@@ -312,7 +320,7 @@ def _text(value: Any) -> str:
     """Any value as text every database stores: non-strings as ``repr``; a lone
     surrogate (not UTF-8) and a NUL (refused by PostgreSQL) escaped as ``\\udxxx``
     and ``\\x00``."""
-    text = value if isinstance(value, str) else repr(value)
+    text = value if isinstance(value, str) else written(value)
     if text.isascii() and "\x00" not in text:
         return text  # the usual case: nothing to escape
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")

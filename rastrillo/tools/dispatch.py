@@ -34,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 from rastrillo import threads
 from rastrillo.actor import Actor, Approval
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.errors import written
 from rastrillo.registry.confirm import confirm_sentence
 from rastrillo.registry.declare import Access, Arg, ArgValue, ToolDef
 from rastrillo.registry.errors import (
@@ -373,7 +374,7 @@ def _check_call(
     plans = cached[1] if cached is not None and cached[0] is defs else _plans(defs)
     plan = plans.get(call.tool) if type(call.tool) is str else None
     if plan is None:
-        raise UnknownTool(call.tool if isinstance(call.tool, str) else repr(call.tool), plans)
+        raise UnknownTool(call.tool if isinstance(call.tool, str) else written(call.tool), plans)
     defn = plan.defn
     if defn.access is Access.READ and defn.method != "GET":
         # Generate refuses such a tool; a hand-built registry must not run a state change unasked.

@@ -59,7 +59,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
 @asynccontextmanager
 async def connect(url: str, token: str, revision: str, elicit: Any = None) -> AsyncIterator[Client]:
     """The official client at one revision: the handshake ones offer it at initialize."""
-    http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(verify=TLS, timeout=30, headers={"Authorization": f"Bearer {token}"})
     mode = MODERN if revision == MODERN else "legacy"
     async with http:
         client = Client(

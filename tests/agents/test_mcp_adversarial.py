@@ -175,7 +175,10 @@ async def answering(s: Served, token: str, mode: str) -> AsyncIterator[tuple[Cli
         statuses.append(response.status_code)
 
     http = httpx2.AsyncClient(
-        verify=TLS, headers={"Authorization": f"Bearer {token}"}, event_hooks={"response": [note]}
+        verify=TLS,
+        timeout=30,
+        headers={"Authorization": f"Bearer {token}"},
+        event_hooks={"response": [note]},
     )
     async with (
         http,
@@ -421,7 +424,7 @@ def test_a_body_read_ahead_for_the_size_check_reaches_the_sdk_whole(served):
 
 
 def modern(s: Served, token: str):
-    http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(verify=TLS, timeout=30, headers={"Authorization": f"Bearer {token}"})
     return http, Client(
         streamable_http_client(s.url, http_client=http),
         mode="2026-07-28",

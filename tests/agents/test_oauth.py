@@ -951,7 +951,9 @@ def call_tool(server: Server, token: str, tool: str, args: dict[str, str]) -> ty
     """One ``tools/call`` over /mcp by the official Python client."""
 
     async def call() -> types.CallToolResult:
-        http = httpx2.AsyncClient(verify=TLS, headers={"Authorization": f"Bearer {token}"})
+        http = httpx2.AsyncClient(
+            verify=TLS, timeout=30, headers={"Authorization": f"Bearer {token}"}
+        )
         async with (
             http,
             Client(

@@ -5,7 +5,7 @@ import os
 import shlex
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -73,19 +73,22 @@ def test_dev_on_a_folder_that_is_no_app_is_one_line_not_a_traceback(folder, tmp_
     assert err == f"error: no app.py in {tmp_path / folder}: is this an app folder?\n"
 
 
-def _wait_for(url: str, predicate, timeout: float = 60) -> httpx.Response:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
+def _wait_for(url: str, predicate: Callable[[httpx.Response], bool]) -> httpx.Response:
+    """The first answer from ``url`` that ``predicate`` takes, asked again while the dev
+    server rebuilds and restarts."""
+    last: list[object] = [None]
+
+    def taken() -> httpx.Response | None:
         try:
-            response = httpx.get(url, timeout=2, verify=TLS)
-            if predicate(response):
-                return response
-            last = response
+            last[0] = response = httpx.get(url, timeout=2, verify=TLS)
         except httpx.TransportError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"{url} never satisfied the condition; last: {last!r}")
+            last[0] = exc
+            return None
+        return response if predicate(response) else None
+
+    return until(
+        taken, f"{url} to answer as expected", 60, show=lambda: f"last: {last[0]!r}", every=0.1
+    )
 
 
 def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import re
 from typing import Any
@@ -221,9 +222,24 @@ def walk(schema: dict[str, Any]):
         yield from walk(sub)
 
 
+@functools.cache
+def adapter(kind: Any) -> pydantic.TypeAdapter[Any]:
+    """A provider SDK's type as pydantic checks it; building one costs milliseconds, and
+    the property test below checks hundreds of schemas against the same few types."""
+    return pydantic.TypeAdapter(kind)
+
+
+@functools.cache
+def check_schema(text: str) -> None:
+    """That a schema (as sorted JSON) is JSON Schema 2020-12: each tool's input schema is
+    rendered alike for three formats, and the meta-schema check is the property test's
+    largest cost, so each distinct schema is checked once."""
+    jsonschema.Draft202012Validator.check_schema(json.loads(text))
+
+
 def check_input_schema(schema: dict[str, Any], defn: ToolDef, *, strict: bool = False) -> None:
     """JSON Schema 2020-12 with the provider's keys; and it accepts what dispatch accepts."""
-    jsonschema.Draft202012Validator.check_schema(schema)
+    check_schema(json.dumps(schema, sort_keys=True))
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert list(schema["properties"]) == sorted(defn.args)
     required = [n for n, a in defn.args.items() if a.required or strict]
@@ -287,7 +303,7 @@ def check_description(description: str, defn: ToolDef) -> None:
 def check_anthropic(schema: dict[str, Any], defn: ToolDef) -> None:
     from anthropic.types import ToolParam
 
-    pydantic.TypeAdapter(ToolParam).validate_python(schema)
+    adapter(ToolParam).validate_python(schema)
     assert set(schema) == {"name", "description", "input_schema"}
     assert ANTHROPIC_NAME.fullmatch(schema["name"])
     check_description(schema["description"], defn)
@@ -297,7 +313,7 @@ def check_anthropic(schema: dict[str, Any], defn: ToolDef) -> None:
 def check_openai(schema: dict[str, Any], defn: ToolDef) -> None:
     from openai.types.chat import ChatCompletionFunctionToolParam
 
-    pydantic.TypeAdapter(ChatCompletionFunctionToolParam).validate_python(schema)
+    adapter(ChatCompletionFunctionToolParam).validate_python(schema)
     assert set(schema) == {"type", "function"} and schema["type"] == "function"
     function = schema["function"]
     assert set(function) == {"name", "description", "parameters", "strict"}
@@ -309,7 +325,7 @@ def check_openai(schema: dict[str, Any], defn: ToolDef) -> None:
 def check_openai_responses(schema: dict[str, Any], defn: ToolDef) -> None:
     from openai.types.responses import FunctionToolParam
 
-    pydantic.TypeAdapter(FunctionToolParam).validate_python(schema)
+    adapter(FunctionToolParam).validate_python(schema)
     assert set(schema) == {"type", "name", "description", "parameters", "strict"}
     assert schema["type"] == "function" and schema["strict"] is True
     assert OPENAI_NAME.fullmatch(schema["name"])

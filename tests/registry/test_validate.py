@@ -93,6 +93,26 @@ def test_expects_says_it_in_words() -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "taken"),
+    [(10**3999, True), (-(10**3999), True), (10**4000, False), (-(10**4000), False)],
+    ids=["4000 digits", "-4000 digits", "4001 digits", "-4001 digits"],
+)
+def test_an_integer_a_call_sends_is_one_a_browser_may_send(value: int, taken: bool) -> None:
+    """A model's JSON may hold up to 4,300 digits (Python's and the MCP SDK's parsers stop
+    there); a form's text is read to 4,000. What dispatch takes, ``ctx.args`` reads from
+    the same text, and nothing else: a tool call is never a value a browser cannot send."""
+    arg = Arg("any integer", type=int)
+    if taken:
+        assert accept(arg, value) == value
+        assert parse(arg, wire(value)) == value
+    else:
+        with pytest.raises(Invalid, match="must be an integer, not a very long number"):
+            accept(arg, value)
+        with pytest.raises(Invalid):
+            parse(arg, str(value))
+
+
+@pytest.mark.parametrize(
     "text",
     [" 2", "2 ", "+2", "1_0", "\u0662", "\uff12", "0x2", "2.0", "", "-", "1e1", "\u00b2", "2\n"],
 )

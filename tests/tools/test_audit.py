@@ -22,6 +22,7 @@ import rastrillo
 from rastrillo import storage, threads
 from rastrillo.cli.main import main
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.errors import written
 from rastrillo.loader import load_options
 from rastrillo.registry.declare import ToolDef
 from rastrillo.routing import Route
@@ -437,10 +438,24 @@ def test_tickets_records_who_cancelled_an_order(tmp_path):
     assert str(info.value) == str(ApprovalInvalid(pending, "unknown"))
 
 
-HOSTILE = ["\ud800", "me_get\x00", "\x00" * 3, "x" * 300, "é" * 100, 7, None, ["a"], "\udfff\ud800"]
+HUGE = 10**5000
+"""More digits than Python turns into text (4,300): ``str`` and ``repr`` raise ValueError."""
+HOSTILE = [
+    "\ud800",
+    "me_get\x00",
+    "\x00" * 3,
+    "x" * 300,
+    "é" * 100,
+    7,
+    None,
+    ["a"],
+    "\udfff\ud800",
+    HUGE,
+    [HUGE],
+]
 
 
-@pytest.mark.parametrize("hostile", HOSTILE, ids=repr)
+@pytest.mark.parametrize("hostile", HOSTILE, ids=written)
 def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp_path, hostile):
     f = build(tmp_path, db=db_url)
     session = f.session("3")
