@@ -440,6 +440,15 @@ def test_tickets_records_who_cancelled_an_order(tmp_path):
 
 HUGE = 10**5000
 """More digits than Python turns into text (4,300): ``str`` and ``repr`` raise ValueError."""
+
+
+class Unwritable:
+    """A value (only in-process code can hand one over) whose ``repr`` raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no text for this")
+
+
 HOSTILE = [
     "\ud800",
     "me_get\x00",
@@ -452,6 +461,8 @@ HOSTILE = [
     "\udfff\ud800",
     HUGE,
     [HUGE],
+    Unwritable(),
+    [Unwritable()],
 ]
 
 
@@ -471,6 +482,7 @@ def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp
         dataclasses.replace(good, args={"q": hostile}),
         dataclasses.replace(good, session=hostile),
         dataclasses.replace(good, actor=rastrillo.Actor.agent(hostile)),
+        dataclasses.replace(good, actor=rastrillo.Actor.agent("bench", grant=hostile)),
         dataclasses.replace(good, call_id="after"),
     ]
     for one in calls:
