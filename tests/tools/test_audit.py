@@ -499,6 +499,29 @@ def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp
     f.app.db.dispose()
 
 
+class Unspeakable(rastrillo.Actor):
+    """An actor handed over in-process whose text raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this actor")
+
+
+def test_a_row_that_cannot_be_made_costs_no_other_row(f):
+    """However a row fails to be made, the writer lives on: the calls after it are audited,
+    and a flush says a row was lost rather than waiting for it."""
+    session = f.session("3")
+    good = Call(tool="me_get", args={}, actor=AGENT, session=session)
+    odd = dataclasses.replace(good, actor=Unspeakable(human=False, name="odd"), call_id="odd")
+    with contextlib.suppress(ToolError):
+        run(f.app, f.defs, odd)
+    with pytest.raises(audit.AuditNotWritten) as info:
+        audit.flush(f.app.db)
+    assert (info.value.pending, info.value.lost) == (0, 1)
+    run(f.app, f.defs, dataclasses.replace(good, call_id="after"))
+    audit.flush(f.app.db)
+    assert [r.call_id for r in audit.latest(f.app.db)] == ["after"]
+
+
 def test_an_app_no_one_uses_any_more_is_collected_with_its_database_and_audit_writer(tmp_path):
     """A process that builds app after app (a test session, an app and its admin app)
     keeps none of them alive: not through its audit writer, nor through the statements
