@@ -25,7 +25,7 @@ def written(value: object) -> str:
     try:
         return repr(value)
     except ValueError:
-        return f"<a {type(value).__name__} too long to write>"
+        return f"<{type(value).__name__} too long to write>"
 
 
 class RastrilloError(Exception):
