@@ -1,0 +1,84 @@
+"""A tool call's request never carries the session as a cookie, so no handler can hand it
+to the model (docs/agents.md, "What the gate guarantees").
+
+The session a call acts in is a full session of its user: presented from a program with
+the app's ``Origin``, it passes the CSRF check and decides approvals like the user's own
+browser. A read as innocent as "show the request's headers" (a debugging aid) returned it
+to the model, which then approved its own write on the approval page, recorded as
+"approved by user 3". Dispatch hands the session to the app in its in-process marker
+alone; the request a handler reads has no cookie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from rastrillo.agents import grants
+from rastrillo.testing import TestApp
+from tests.agents.mcp_app import ACTIONS, FILES
+from tests.support import write_app
+
+HEADERS_TOOL = """
+import rastrillo
+
+TOOL = rastrillo.Tool(description="Show this request's headers and cookies (a debugging aid).")
+
+
+def handle(ctx):
+    return ctx.json({"headers": dict(ctx.request.headers), "cookies": dict(ctx.request.cookies),
+                     "user": ctx.user_id})
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[TestApp]:
+    actions = {**ACTIONS, "debug/headers.GET.py": HEADERS_TOOL}
+    app_dir = write_app(tmp_path / "app", actions, extra="mcp=True,", files=FILES)
+    with TestApp(app_dir, tmp_path) as t:
+        yield t
+
+
+def test_no_tool_can_return_the_session_a_write_could_be_approved_with(app: TestApp) -> None:
+    _, token, _ = grants.personal_token(app.db, user_id="3", agent="claude")
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+
+    def call(name: str, arguments: dict[str, str]) -> dict[str, object]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        result: dict[str, object] = app.client.post("/mcp", json=body, headers=headers).json()[
+            "result"
+        ]
+        return result
+
+    seen = call("debug_headers_get", {})["structuredContent"]
+    assert isinstance(seen, dict)
+    assert seen["user"] == "3"  # the read ran as the user
+    leaked = "; ".join(f"{name}={value}" for name, value in seen["cookies"].items())
+    # What a model holding a leaked session would do: approve its own write from a program.
+    pending = call("notes_post", {"body": "the model's own"})
+    meta = pending["_meta"]
+    assert isinstance(meta, dict)
+    url = meta["rastrillo/approval"]["url"]
+    model = TestClient(app.app, base_url=app.app.origin)
+    model.post(
+        url,
+        data={"decision": "approve"},
+        headers={"Cookie": leaked, "Origin": app.app.origin},
+        follow_redirects=False,
+    )
+    again = call("notes_post", {"body": "the model's own"})
+    assert again["isError"] is True, again
+    assert not app.db.query("SELECT * FROM notes WHERE body = 'the model''s own'")
+    assert seen["cookies"] == {} and "cookie" not in seen["headers"]
