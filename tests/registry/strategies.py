@@ -31,26 +31,44 @@ def _bounds(values: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, Any]
     return st.tuples(st.none() | values, st.none() | values).map(order)
 
 
+# The strategies `args` draws from, built once: one made inside a draw is made again for
+# every example, and hypothesis works out anew whether each filtered one can produce anything.
+_VALUES: dict[type, st.SearchStrategy[Any]] = {
+    str: TEXTS,
+    int: INTS,
+    float: FLOATS,
+    bool: st.booleans(),
+}
+_BOUNDS = {int: _bounds(INTS), float: _bounds(FLOATS | INTS), str: _bounds(st.integers(0, 20))}
+_CHOICES = {
+    kind: st.lists(
+        values.filter(lambda v: not isinstance(v, str) or plain_text(v)),
+        min_size=1,
+        max_size=5,
+        unique_by=lambda v: (v, type(v)),
+    )
+    for kind, values in _VALUES.items()
+}
+_KINDS = st.sampled_from([str, int, float, bool])
+_PATTERN = st.none() | PATTERNS
+
+
 @st.composite
 def args(draw: st.DrawFn) -> Arg:
     """Any `Arg` whose declaration is consistent (the ones generate writes to gen/)."""
     description = draw(DESCRIPTIONS)
-    kind = draw(st.sampled_from([str, int, float, bool]))
+    kind = draw(_KINDS)
     required = draw(st.booleans())
     fields: dict[str, Any] = {"type": kind, "required": required}
-    values: st.SearchStrategy[Any] = {str: TEXTS, int: INTS, float: FLOATS, bool: st.booleans()}[
-        kind
-    ]
     if kind in (int, float):
-        low, high = draw(_bounds(INTS if kind is int else FLOATS | INTS))
+        low, high = draw(_BOUNDS[kind])
         fields["minimum"], fields["maximum"] = low, high
     if kind is str:
-        short, long = draw(_bounds(st.integers(0, 20)))
+        short, long = draw(_BOUNDS[str])
         fields["min_length"], fields["max_length"] = short, long
-        fields["pattern"] = draw(st.none() | PATTERNS)
+        fields["pattern"] = draw(_PATTERN)
     if draw(st.booleans()):
-        allowed = values.filter(lambda v: not isinstance(v, str) or plain_text(v))
-        choices = draw(st.lists(allowed, min_size=1, max_size=5, unique_by=lambda v: (v, type(v))))
+        choices = draw(_CHOICES[kind])
         unique: list[Any] = []
         for choice in choices:
             if choice not in unique:

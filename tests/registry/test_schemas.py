@@ -394,6 +394,9 @@ def test_sample_registry_meets_each_provider(fmt: str) -> None:
 segments = st.from_regex(r"[a-z][a-z0-9-]{0,6}", fullmatch=True)
 arg_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,63}", fullmatch=True)
 words = st.text(st.characters(codec="utf-8"), max_size=40)
+# Built once, not inside each draw (hypothesis would work each out again per example).
+descriptions = words.filter(str.strip)
+path_args = strategies.args().filter(lambda a: a.required and a.type is not bool)
 
 
 @st.composite
@@ -410,12 +413,10 @@ def declarations(draw: st.DrawFn) -> tuple[str, str, str]:
         if draw(st.booleans()):
             declared[name] = draw(words)
         elif name in params:
-            declared[name] = draw(
-                strategies.args().filter(lambda a: a.required and a.type is not bool)
-            )
+            declared[name] = draw(path_args)
         else:
             declared[name] = draw(strategies.args())
-    description = draw(words.filter(str.strip))
+    description = draw(descriptions)
     placeable = sorted(n for n, a in declared.items() if isinstance(a, str) or a.required)
     used = draw(st.lists(st.sampled_from(placeable), max_size=3)) if placeable else []
     confirm = "Really? " + " ".join("{" + n + "}" for n in used)

@@ -221,17 +221,23 @@ def _is_app_referer(value: str) -> bool:
     return value.startswith(APP_ORIGIN + "/")
 
 
+# Built once: a strategy made inside a draw is made again for every example, and hypothesis
+# works out anew whether each such filtered strategy can produce anything at all.
+_deciders = st.sampled_from(["sec-fetch-site", "origin", "referer", "nothing"])
+_foreign = {
+    "sec-fetch-site": fetch_site.filter(lambda v: v not in ("same-origin", "none")),
+    "origin": origin_like.filter(lambda v: v != APP_ORIGIN),
+    "referer": origin_like.filter(lambda v: not _is_app_referer(v)),
+}
+
+
 @st.composite
 def foreign_requests(draw: st.DrawFn) -> dict[str, str]:
     """Headers whose deciding header (the first present) does not vouch for the app's origin."""
     headers: dict[str, str] = {}
-    decider = draw(st.sampled_from(["sec-fetch-site", "origin", "referer", "nothing"]))
-    if decider == "sec-fetch-site":
-        headers[decider] = draw(fetch_site.filter(lambda v: v not in ("same-origin", "none")))
-    elif decider == "origin":
-        headers[decider] = draw(origin_like.filter(lambda v: v != APP_ORIGIN))
-    elif decider == "referer":
-        headers[decider] = draw(origin_like.filter(lambda v: not _is_app_referer(v)))
+    decider = draw(_deciders)
+    if decider != "nothing":
+        headers[decider] = draw(_foreign[decider])
     # Later headers never rescue a foreign decider, whatever they say.
     order = ["sec-fetch-site", "origin", "referer"]
     later = order[order.index(decider) + 1 :] if decider != "nothing" else []
