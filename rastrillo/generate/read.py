@@ -17,6 +17,7 @@ from rastrillo.registry.declare import (
     Arg,
     ToolDef,
     arg_problems,
+    checked_tool_def,
     tool_id,
 )
 
@@ -44,10 +45,12 @@ def read_tool(
     def refuse(line: int, message: str) -> None:
         problems.append(Problem(file=source, line=line, message=message))
 
-    value = _tool_value(tree, refuse)
-    if value is None:
+    values, imports = _module_level(tree)
+    for extra in values[1:]:
+        refuse(extra.lineno, "TOOL is assigned more than once; an action declares one tool")
+    if len(values) != 1:
         return None, problems
-    imports = _imports(tree)
+    value = values[0]
     if not (isinstance(value, ast.Call) and _dotted(value.func, imports) == "rastrillo.Tool"):
         refuse(value.lineno, "TOOL must be rastrillo.Tool(...) called with literal arguments")
         return None, problems
@@ -59,7 +62,7 @@ def read_tool(
         return None, problems
     assert declared.description is not None and declared.access is not None
     assert declared.args is not None and declared.confirm is not None
-    defn = ToolDef(
+    defn = checked_tool_def(
         id=ident,
         method=method,
         path=path,
@@ -72,39 +75,27 @@ def read_tool(
     return defn, problems
 
 
-def _tool_value(tree: ast.Module, refuse: Refuse) -> ast.expr | None:
-    """The value assigned to `TOOL` at module level; None if none is, or more than one is."""
-    values = [value for node in tree.body if (value := _assigned_tool(node)) is not None]
-    for value in values[1:]:
-        refuse(value.lineno, "TOOL is assigned more than once; an action declares one tool")
-    return values[0] if len(values) == 1 else None
-
-
-def _assigned_tool(node: ast.stmt) -> ast.expr | None:
-    """The value a module-level statement assigns to `TOOL`; None if it assigns none."""
-    if isinstance(node, ast.Assign) and any(map(_is_tool_name, node.targets)):
-        return node.value
-    if isinstance(node, ast.AnnAssign) and _is_tool_name(node.target):
-        return node.value
-    return None
-
-
-def _is_tool_name(target: ast.expr) -> bool:
-    return isinstance(target, ast.Name) and target.id == "TOOL"
-
-
-def _imports(tree: ast.Module) -> dict[str, str]:
-    """Local name → dotted name, for the module-level imports."""
+def _module_level(tree: ast.Module) -> tuple[list[ast.expr], dict[str, str]]:
+    """The values assigned to `TOOL` at module level, in order, and the module-level
+    imports as local name → dotted name: one pass over the module's statements."""
+    values: list[ast.expr] = []
     names: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Assign):
+            if any(isinstance(t, ast.Name) and t.id == "TOOL" for t in node.targets):
+                values.append(node.value)
+        elif isinstance(node, ast.AnnAssign):
+            target = node.target
+            if isinstance(target, ast.Name) and target.id == "TOOL" and node.value is not None:
+                values.append(node.value)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
                     names[alias.asname] = alias.name
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
+    return values, names
 
 
 def _dotted(node: ast.expr, imports: dict[str, str]) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import gc
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,21 +43,12 @@ def scan_actions(app_dir: Path) -> tuple[list[ActionFile], list[Problem]]:
             "(actions/index.GET.py answers GET /): give the app's folder, or run this in it"
         )
         return [], [Problem(str(app_dir.resolve()), None, expected)]
-    # A syntax tree holds no reference cycle and is freed as soon as its file is read,
-    # but the tens of thousands of nodes a large app parses set off the cycle collector
-    # again and again, each time walking every object alive: a fiftieth of the command.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for file, rel in _action_files(str(root), ""):
-            source = f"{ACTIONS_DIR}/{rel}"
-            action, found = _read_action(file, rel, source)
-            problems.extend(found)
-            if action is not None:
-                actions.append(action)
-    finally:
-        if collecting:
-            gc.enable()
+    for file, rel in _action_files(str(root), ""):
+        source = f"{ACTIONS_DIR}/{rel}"
+        action, found = _read_action(file, rel, source)
+        problems.extend(found)
+        if action is not None:
+            actions.append(action)
     problems.extend(_collisions(actions))
     problems.extend(check_registry([a.tool for a in actions if a.tool is not None]))
     actions.sort(key=lambda a: (a.path, a.method))

@@ -18,6 +18,7 @@ from rastrillo.registry.declare import (
     ToolRead,
     ToolWrite,
     arg_problems,
+    checked_tool_def,
     tool_id,
 )
 from rastrillo.registry.schemas import WRITE_SUFFIX, schemas
@@ -131,6 +132,17 @@ def test_tool_id(method: str, path: str, expected: str) -> None:
     assert tool_id(method, path) == expected
 
 
+@given(st.sampled_from(["GET", "POST", ""]), st.text())
+def test_tool_id_turns_each_run_of_other_characters_into_one_underscore(
+    method: str, path: str
+) -> None:
+    """The rule as one regular expression, for the ASCII fast path to be held to."""
+    ident = re.sub(r"[^A-Za-z0-9]+", "_", f"{path}_{method}").strip("_").lower()
+    if not ident or ident[0].isdigit():
+        ident = "a_" + ident
+    assert tool_id(method, path) == ident
+
+
 def test_distinct_routes_can_share_an_id() -> None:
     """Why generate checks ids for duplicates: the rule is lossy."""
     assert tool_id("POST", "/a-b") == tool_id("POST", "/a_b")
@@ -223,3 +235,16 @@ def test_tool_and_tooldef_take_args_of_arg() -> None:
     tool = Tool(description="Buy.", access=ToolWrite, args={"q": quantity, "id": "event"})
     assert tool.args["q"] is quantity and tool.args["id"] == Arg("event")
     assert make_def(args={"id": "the order id", "n": quantity}).args["n"] == quantity
+
+
+def test_checked_tool_def_is_the_entry_the_constructor_makes() -> None:
+    """Generate's way to make an entry from fields it has read: the same value, to the field."""
+    args = {"reason": "why", "id": Arg("the order id", type=int, minimum=1)}
+    made = make_def(args=args)
+    fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(ToolDef)}
+    quick = checked_tool_def(**{**fields, "args": args})
+    assert quick == made and repr(quick) == repr(made) and hash(quick) == hash(made)
+    assert list(vars(quick).items()) == list(vars(made).items())
+    assert isinstance(quick.args, ArgMap) and list(quick.args) == ["id", "reason"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        quick.id = "other"  # type: ignore[misc]
