@@ -1,6 +1,6 @@
 """One read tool call over MCP: Rastrillo's /mcp against fastapi-mcp, and against a plain GET.
 
-Four servers under uvicorn on loopback, each in its own process, serving the
+Five servers under uvicorn on loopback, each in its own process, serving the
 same read: an item as JSON, by id.
 
 - Rastrillo: an app folder with ``items/[id].GET.py`` (a read tool) and
@@ -17,6 +17,11 @@ same read: an item as JSON, by id.
   work. Timing the same clients against it gives what the clients themselves
   cost (the official MCP client's JSON-RPC, validation and streams; httpx2;
   uvicorn and the loopback), the same for every server.
+- The SDK alone: the official SDK's server, configured as Rastrillo's ``/mcp`` is
+  (stateless, JSON answers, no tracing span, no Mcp-Param schema walk), with a
+  tool that answers the item and does nothing else: no bearer check, no session,
+  no dispatch. Its time less the floor is what the SDK's own per-request work
+  costs any server built on it, Rastrillo's included.
 
 Both MCP servers are called with the official Python client (the framework's
 ``mcp`` 2.x), one session each, Streamable HTTP; Rastrillo at 2026-07-28 (one
@@ -169,6 +174,59 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", a
             lifespan="off")
 """
 
+SDK = """\
+import json
+import sys
+
+import mcp_types as types
+import uvicorn
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+ITEMS = {items!r}
+TOOLS = [types.Tool.model_validate(tool) for tool in {tools!r}]
+
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx, params):
+    item = ITEMS[params.arguments["id"]]
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(item))], structured_content=item
+    )
+
+
+# Configured as Rastrillo's /mcp is: no OpenTelemetry span (none is recorded without a
+# provider), no input schema walked for Mcp-Param headers, stateless, JSON answers.
+server = Server("app", version="dev", on_list_tools=list_tools, on_call_tool=call_tool,
+                get_tool_input_schema=lambda name: None)
+server.middleware.clear()
+manager = StreamableHTTPSessionManager(
+    server, stateless=True, json_response=True,
+    security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        async with manager.run():
+            await receive()
+            await send({{"type": "lifespan.startup.complete"}})
+            await receive()
+        await send({{"type": "lifespan.shutdown.complete"}})
+        return
+    if scope["path"] != "/mcp":  # up?
+        await send({{"type": "http.response.start", "status": 404, "headers": []}})
+        await send({{"type": "http.response.body", "body": b""}})
+        return
+    await manager.handle_request(scope, receive, send)
+
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+"""
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -241,6 +299,16 @@ def canned_server(root: Path) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen([sys.executable, str(script), str(port)])
     base = f"http://127.0.0.1:{port}"
     wait_up(base + "/items/1", process)
+    return process, base
+
+
+def sdk_server(root: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    script = root / "sdk.py"
+    script.write_text(SDK.format(items=ITEMS, tools=[TOOL]))
+    process = subprocess.Popen([sys.executable, str(script), str(port)])
+    base = f"http://127.0.0.1:{port}"
+    wait_up(base + "/up", process)
     return process, base
 
 
@@ -331,6 +399,12 @@ def ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
+def spread(these: list[float], those: list[float]) -> str:
+    """The lowest and highest of the rounds' differences (each round's medians), in ms."""
+    differences = [(a - b) * 1000 for a, b in zip(these, those, strict=True)]
+    return f"{min(differences):.3f}-{max(differences):.3f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
@@ -343,6 +417,7 @@ def main() -> int:
         ours, base, token, cookie = rastrillo_server(root / "app")
         theirs, fastapi_base = fastapi_server(root)
         canned, canned_base = canned_server(root)
+        bare, bare_base = sdk_server(root)
         mcp, fastapi_mcp, floor_mcp = base + "/mcp", fastapi_base + "/mcp", canned_base + "/mcp"
         ways = {
             "rastrillo-mcp": Way(ours, partial(mcp_caller, mcp, token, MODERN)),
@@ -350,6 +425,7 @@ def main() -> int:
             "fastapi-mcp": Way(theirs, partial(mcp_caller, fastapi_mcp, None, LEGACY)),
             "plain-get": Way(ours, partial(get_caller, base)),
             "plain-get-signed-in": Way(ours, partial(get_caller, base, cookie)),
+            "sdk-alone": Way(bare, partial(mcp_caller, bare_base + "/mcp", None, MODERN)),
             "floor-mcp": Way(canned, partial(mcp_caller, floor_mcp, None, MODERN)),
             "floor-mcp-2025": Way(canned, partial(mcp_caller, floor_mcp, None, LEGACY)),
             "floor-get": Way(canned, partial(get_caller, canned_base)),
@@ -357,7 +433,7 @@ def main() -> int:
         try:
             anyio.run(measure, ways, calls, args.rounds)
         finally:
-            for process in (ours, theirs, canned):
+            for process in (ours, theirs, canned, bare):
                 process.terminate()
                 process.wait(10)
     floor = {
@@ -366,6 +442,7 @@ def main() -> int:
         "fastapi-mcp": "floor-mcp-2025",
         "plain-get": "floor-get",
         "plain-get-signed-in": "floor-get",
+        "sdk-alone": "floor-mcp",
     }
     wall = {name: ms(way.wall) for name, way in ways.items()}
     share = {name: wall[name] - wall[base_] for name, base_ in floor.items()}
@@ -374,11 +451,15 @@ def main() -> int:
         f"median over {args.rounds} rounds x {calls} calls (cpu count {os.cpu_count()}, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}), ms per call:"
     )
-    heads = ("client sees", "server share", "server CPU", "client CPU")
-    print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads))
+    heads = ("client sees", "server share", "server CPU", "client CPU", "rounds (sees)")
+    print(f"  {'':20}" + "".join(f"{head:>13}" for head in heads[:4]) + f"  {heads[4]}")
     for name, way in ways.items():
         column = f"{share[name]:13.3f}" if name in share else f"{'':13}"
-        print(f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}")
+        rounds = f"{min(way.wall) * 1000:.3f}-{max(way.wall) * 1000:.3f}"
+        print(
+            f"  {name:20}{wall[name]:13.3f}{column}{cpu[name]:13.3f}{ms(way.client_cpu):13.3f}"
+            f"  {rounds}"
+        )
     print("rastrillo / fastapi-mcp (goal <= 0.80):")
     print(
         f"  client sees {wall['rastrillo-mcp'] / wall['fastapi-mcp']:.2f}, "
@@ -394,6 +475,16 @@ def main() -> int:
         f"client's own MCP work (floor) {wall['floor-mcp'] - wall['floor-get']:.3f} ms; "
         f"server share {share['rastrillo-mcp'] - share['plain-get']:.3f} ms, "
         f"server CPU {cpu['rastrillo-mcp'] - cpu['plain-get']:.3f} ms"
+    )
+    print(
+        "  round by round: client sees "
+        f"{spread(ways['rastrillo-mcp'].wall, ways['plain-get'].wall)}, floor "
+        f"{spread(ways['floor-mcp'].wall, ways['floor-get'].wall)} ms"
+    )
+    print(
+        "  of which the SDK's own server work (the SDK alone, answering the call with no "
+        f"other work): client sees {share['sdk-alone']:.3f} ms, server CPU "
+        f"{cpu['sdk-alone'] - cpu['floor-mcp']:.3f} ms"
     )
     print(
         "  of which being signed in (the session check a signed-in GET makes too): client sees "

@@ -52,7 +52,10 @@ class Actor:
             not self.human
             and isinstance(self.name, str)
             and _AGENT_NAME.fullmatch(self.name) is not None
-            and (self.grant is None or _GRANT_ID.fullmatch(str(self.grant)) is not None)
+            and (
+                self.grant is None
+                or (type(self.grant) is str and _GRANT_ID.fullmatch(self.grant) is not None)
+            )
         )
 
     def __str__(self) -> str:
@@ -62,7 +65,10 @@ class Actor:
             return "human"
         # Whatever a hand-built actor holds is written, never raised on (a huge integer).
         name = self.name if type(self.name) is str else written(self.name)
-        return f"agent:{name}" if self.grant is None else f"agent:{name} (grant {self.grant})"
+        if self.grant is None:
+            return f"agent:{name}"
+        grant = self.grant if type(self.grant) is str else written(self.grant)
+        return f"agent:{name} (grant {grant})"
 
     def describe(self) -> str:
         """Who did it, for a record an app keeps: ``agent:concierge for user 3, approved

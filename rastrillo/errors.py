@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 
 
 def written(value: object) -> str:
-    """``repr(value)``, or what kind of value it is where Python will not write it: an
-    integer of more than 4,300 digits (or a list holding one) makes ``repr`` raise
-    ``ValueError``, and a value a call holds must never turn its refusal or its audit
-    row into that."""
+    """``repr(value)``, or what kind of value it is where it cannot be written: an integer
+    of more than 4,300 digits (or a list holding one) makes ``repr`` raise ``ValueError``,
+    and an object handed over in-process may raise anything from its ``__repr__``. A value
+    a call holds must never turn its refusal or its audit row into that."""
     try:
         return repr(value)
-    except ValueError:
-        return f"<{type(value).__name__} too long to write>"
+    except Exception:
+        return f"<a {type(value).__name__} that cannot be written>"
 
 
 class RastrilloError(Exception):

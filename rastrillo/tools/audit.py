@@ -381,8 +381,13 @@ _INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
 
 
 def _as_json(entry: Entry) -> str:
-    """A row for the log, storable text as it would have been stored."""
-    return json.dumps(dict(zip(_COLUMNS, _row(entry), strict=True)), default=str, ensure_ascii=True)
+    """A row for the log, storable text as it would have been stored; where the row cannot
+    be made (an object handed over in-process that raises when written), what can be said."""
+    try:
+        row = _row(entry)
+    except Exception:
+        return f"a row that cannot be made, call {written(entry.call_id)} of {written(entry.tool)}"
+    return json.dumps(dict(zip(_COLUMNS, row, strict=True)), default=str, ensure_ascii=True)
 
 
 def _record(row: Mapping[Any, Any]) -> AuditRecord:
@@ -571,7 +576,11 @@ class _Writer:
                     log.error("audit: database gone, row not written: %s", _as_json(entry))
                 lost = self._batch
             else:
-                lost = _insert(db, self._batch, self._outage_began)
+                try:
+                    lost = _insert(db, self._batch, self._outage_began)
+                except Exception:  # the writer must outlive any batch: its rows count as lost
+                    log.exception("audit: %d rows not written", len(self._batch))
+                    lost = self._batch
                 self._outage = False
                 del db
             with self._cond:

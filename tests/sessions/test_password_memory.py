@@ -2,8 +2,9 @@
 
 Each holds the hash's memory cost (64 MiB with argon2-cffi's defaults) while it runs;
 a flood from many addresses, each under its limit, kept every worker thread verifying
-at once. The hasher here is argon2-cffi's, every hash and verification done for real,
-held at a gate the test opens so the test sees who runs and who waits, not how long.
+at once. The hasher here is argon2-cffi's, every hash and verification done for real (at a
+light cost: the turns are the same), held at a gate the test opens so the test sees who
+runs and who waits, not how long.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ from rastrillo import sessions, threads
 from rastrillo.app import App
 from rastrillo.sessions import passwords
 from tests.sessions._sessions_app import PASSWORD
-from tests.support import TLS, until
+from tests.support import LIGHT, TLS, until
 
 
 class GatedHasher(PasswordHasher):
-    """argon2-cffi's hasher, each hash and verification held at ``gate`` and counted."""
+    """argon2-cffi's hasher, each hash and verification held at ``gate`` and counted; at
+    the light cost of tests.support.LIGHT, since the test counts turns, not memory."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(
+            time_cost=LIGHT.time_cost, memory_cost=LIGHT.memory_cost, parallelism=LIGHT.parallelism
+        )
         self.gate = threading.Event()
         self.inside = 0
         self.peak = 0
@@ -105,7 +109,7 @@ def test_a_sign_in_flood_from_many_addresses_verifies_at_most_argon2_size_at_onc
 
 def test_hashing_takes_its_turn_with_verifying(hasher: GatedHasher) -> None:
     """A sign-up hashes a password: it holds the same memory, and waits with the rest."""
-    hashed = PasswordHasher().hash(PASSWORD)
+    hashed = LIGHT.hash(PASSWORD)
     count = 3 * passwords.ARGON2.size
     with ThreadPoolExecutor(count) as pool:
         calls = [

@@ -440,6 +440,15 @@ def test_tickets_records_who_cancelled_an_order(tmp_path):
 
 HUGE = 10**5000
 """More digits than Python turns into text (4,300): ``str`` and ``repr`` raise ValueError."""
+
+
+class Unwritable:
+    """A value (only in-process code can hand one over) whose ``repr`` raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no text for this")
+
+
 HOSTILE = [
     "\ud800",
     "me_get\x00",
@@ -452,6 +461,8 @@ HOSTILE = [
     "\udfff\ud800",
     HUGE,
     [HUGE],
+    Unwritable(),
+    [Unwritable()],
 ]
 
 
@@ -471,6 +482,7 @@ def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp
         dataclasses.replace(good, args={"q": hostile}),
         dataclasses.replace(good, session=hostile),
         dataclasses.replace(good, actor=rastrillo.Actor.agent(hostile)),
+        dataclasses.replace(good, actor=rastrillo.Actor.agent("bench", grant=hostile)),
         dataclasses.replace(good, call_id="after"),
     ]
     for one in calls:
@@ -485,6 +497,29 @@ def test_a_hostile_field_costs_no_row_and_is_refused_as_a_tool_error(db_url, tmp
     refused = "ConfirmRequired" if hostile is None else "ApprovalInvalid"
     assert next(r for r in rows if r.call_id == "approval").refusal.startswith(refused)
     f.app.db.dispose()
+
+
+class Unspeakable(rastrillo.Actor):
+    """An actor handed over in-process whose text raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this actor")
+
+
+def test_a_row_that_cannot_be_made_costs_no_other_row(f):
+    """However a row fails to be made, the writer lives on: the calls after it are audited,
+    and a flush says a row was lost rather than waiting for it."""
+    session = f.session("3")
+    good = Call(tool="me_get", args={}, actor=AGENT, session=session)
+    odd = dataclasses.replace(good, actor=Unspeakable(human=False, name="odd"), call_id="odd")
+    with contextlib.suppress(ToolError):
+        run(f.app, f.defs, odd)
+    with pytest.raises(audit.AuditNotWritten) as info:
+        audit.flush(f.app.db)
+    assert (info.value.pending, info.value.lost) == (0, 1)
+    run(f.app, f.defs, dataclasses.replace(good, call_id="after"))
+    audit.flush(f.app.db)
+    assert [r.call_id for r in audit.latest(f.app.db)] == ["after"]
 
 
 def test_an_app_no_one_uses_any_more_is_collected_with_its_database_and_audit_writer(tmp_path):
