@@ -141,7 +141,8 @@ def test_a_command_builds_and_imports_no_other_command(capsys) -> None:
 
 def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_path) -> None:
     """`rastrillo generate` over an app with no problem and no pattern imports neither the
-    terminal escaping (and `typing`) nor the pattern checks: a tenth of its imports."""
+    terminal escaping (and `typing`) nor the pattern checks: a tenth of its imports; nor
+    `pathlib` (with `fnmatch`), which generate does without."""
     action = tmp_path / "actions" / "orders" / "[id].GET.py"
     action.parent.mkdir(parents=True)
     action.write_text(
@@ -161,6 +162,7 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
     assert "rastrillo.generate" in loaded
     lazy = {
         "typing",
+        "pathlib",
         "rastrillo.visible",
         "rastrillo.registry.backtrack",
         "rastrillo.registry.pattern",

@@ -10,7 +10,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from rastrillo.errors import GenerateError, RastrilloError
 
@@ -38,13 +37,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     if "generate" in wanted:
         p = sub.add_parser("generate", help="write gen/ from actions/")
-        p.add_argument("dir", nargs="?", default=".", type=Path)
+        p.add_argument("dir", nargs="?", default=".")
         p.add_argument("--check", action="store_true", help="write nothing; fail if gen/ is stale")
         p.set_defaults(func=_generate)
 
     if "dev" in wanted:
         p = sub.add_parser("dev", help="serve, regenerating and restarting on change")
-        p.add_argument("dir", nargs="?", default=".", type=Path)
+        p.add_argument("dir", nargs="?", default=".")
         p.add_argument("--addr", default="127.0.0.1:8000")
         p.set_defaults(func=_dev)
 
@@ -74,6 +73,8 @@ def _command(argv: Sequence[str]) -> str | None:
 
 
 def _new(args: argparse.Namespace) -> int:
+    from pathlib import Path  # here: `rastrillo generate` imports no pathlib
+
     from rastrillo.cli.new import scaffold
 
     target = scaffold(Path(args.name))
@@ -96,9 +97,11 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from rastrillo.cli.dev import run_dev
 
-    return run_dev(args.dir, args.addr)
+    return run_dev(Path(args.dir), args.addr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

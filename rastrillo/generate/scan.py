@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
@@ -21,6 +20,10 @@ from rastrillo.routing import (
 
 ACTIONS_DIR = "actions"
 
+AppDir = str | os.PathLike[str]
+"""An app's folder, as a `pathlib.Path` or a string: generate itself works on strings
+(`os.path`, `os.scandir`), so the command line imports no `pathlib`."""
+
 
 @dataclass(frozen=True)
 class ActionFile:
@@ -32,18 +35,18 @@ class ActionFile:
     tool: ToolDef | None
 
 
-def scan_actions(app_dir: Path) -> tuple[list[ActionFile], list[Problem]]:
+def scan_actions(app_dir: AppDir) -> tuple[list[ActionFile], list[Problem]]:
     """Every action under ``app_dir/actions`` and every problem found, sorted."""
-    root = app_dir / ACTIONS_DIR
+    root = os.path.join(app_dir, ACTIONS_DIR)
     problems: list[Problem] = []
     actions: list[ActionFile] = []
-    if not root.is_dir():
+    if not os.path.isdir(root):
         expected = (
             "no actions/ folder, where an app keeps one file per route "
             "(actions/index.GET.py answers GET /): give the app's folder, or run this in it"
         )
-        return [], [Problem(str(app_dir.resolve()), None, expected)]
-    for file, rel in _action_files(str(root), ""):
+        return [], [Problem(os.path.realpath(app_dir), None, expected)]
+    for file, rel in _action_files(root, ""):
         source = f"{ACTIONS_DIR}/{rel}"
         action, found = _read_action(file, rel, source)
         problems.extend(found)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
-from pathlib import Path
 
 from rastrillo.errors import GenerateError
 from rastrillo.generate.render import render_init_module, render_routes_module, render_tools_module
@@ -12,8 +12,12 @@ from rastrillo.generate.scan import scan_actions
 
 GEN_DIR = "gen"
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from rastrillo.generate.scan import AppDir
 
-def render_gen(app_dir: Path) -> dict[str, str]:
+
+def render_gen(app_dir: AppDir) -> dict[str, str]:
     """The files of ``gen/`` as {name: text}; raises GenerateError on any problem."""
     # Syntax trees and rendered lines hold no reference cycle and are freed as soon as
     # they are used, but the tens of thousands of nodes a large app parses set off the
@@ -36,38 +40,48 @@ def render_gen(app_dir: Path) -> dict[str, str]:
             gc.enable()
 
 
-def generate(app_dir: Path, *, check: bool = False) -> list[str]:
+def generate(app_dir: AppDir, *, check: bool = False) -> list[str]:
     """Write ``gen/`` (or with ``check``, compare it); return the names that differ.
 
     Nothing is written when a problem is found, and with ``check`` nothing is
     written at all: a non-empty return then means ``gen/`` is stale.
     """
     files = render_gen(app_dir)
-    gen = app_dir / GEN_DIR
-    stale = [name for name, text in files.items() if _read(gen / name) != text]
-    extra = sorted(p.name for p in gen.glob("*.py") if p.name not in files) if gen.is_dir() else []
+    gen = os.path.join(app_dir, GEN_DIR)
+    stale = [name for name, text in files.items() if _read(os.path.join(gen, name)) != text]
+    extra = []
+    if os.path.isdir(gen):
+        extra = sorted(n for n in os.listdir(gen) if n.endswith(".py") and n not in files)
     if check:
         return sorted(stale + extra)
-    gen.mkdir(exist_ok=True)
+    try:
+        os.mkdir(gen)
+    except FileExistsError:
+        if not os.path.isdir(gen):
+            raise
     for name in stale:
-        _write_atomic(gen / name, files[name])
+        _write_atomic(gen, name, files[name])
     return stale
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            return file.read()
     except FileNotFoundError:
         return None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: a file of this process's beside it, renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write_atomic(folder: str, name: str, text: str) -> None:
+    """Write ``folder/name`` whole or not at all: a file of this process's beside it, renamed
+    over it."""
+    path = os.path.join(folder, name)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
