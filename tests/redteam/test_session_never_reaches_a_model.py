@@ -18,6 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from rastrillo.agents import grants
+from rastrillo.sessions import cookie_name
 from rastrillo.testing import TestApp
 from tests.agents.mcp_app import ACTIONS, FILES
 from tests.support import write_app
@@ -82,3 +83,37 @@ def test_no_tool_can_return_the_session_a_write_could_be_approved_with(app: Test
     assert again["isError"] is True, again
     assert not app.db.query("SELECT * FROM notes WHERE body = 'the model''s own'")
     assert seen["cookies"] == {} and "cookie" not in seen["headers"]
+
+
+def test_a_grants_session_decides_nothing_outside_a_tool_call(app: TestApp) -> None:
+    """Should a grant's session leak by another road than a cookie (a handler returning its
+    request's scope, say), it is still no browser's: the approval page and the agents page
+    answer a request presenting it as they answer a stranger (404), so it neither approves
+    a write nor mints a token that would outlive the grant's revocation."""
+    grant, token, _ = grants.personal_token(app.db, user_id="3", agent="claude")
+    session = grants.grant_session(app.db, grant)
+    assert session is not None
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "notes_post", "arguments": {"body": "leaked"}},
+    }
+    pending = app.client.post("/mcp", json=body, headers=headers).json()["result"]
+    url = pending["_meta"]["rastrillo/approval"]["url"]
+    model = TestClient(app.app, base_url=app.app.origin)
+    stolen = {"Cookie": f"{cookie_name(app.app.origin)}={session}", "Origin": app.app.origin}
+    assert model.get(url, headers=stolen).status_code == 404
+    decided = model.post(url, data={"decision": "approve"}, headers=stolen, follow_redirects=False)
+    assert decided.status_code == 404
+    minted = model.post("/_rastrillo/agents/tokens", data={"agent": "mine"}, headers=stolen)
+    assert minted.status_code == 404 and "rst_pt_" not in minted.text
+    assert [g.agent for g in grants.list_grants(app.db, "3")] == ["claude"]
+    again = app.client.post("/mcp", json=body, headers=headers).json()["result"]
+    assert again["isError"] is True
+    assert not app.db.query("SELECT * FROM notes WHERE body = 'leaked'")
