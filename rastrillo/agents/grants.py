@@ -440,6 +440,22 @@ def grant_session(db: Database, grant: Grant) -> str | None:
     return session_id
 
 
+def is_grant_session(db: Database, session_id: object) -> bool:
+    """Whether ``session_id`` is a session :func:`grant_session` made for a grant's calls.
+
+    Such a session exists for dispatched calls alone: a request presenting it from outside
+    one (its id leaked, say) must not decide an approval, make a token or answer a consent,
+    which the framework's pages refuse it as they refuse a stranger."""
+    if not isinstance(session_id, str):
+        return False
+    link = grant_sessions_table
+    with db.read() as conn:
+        found = conn.execute(
+            select(link.c.grant_id).where(link.c.session_digest == session_digest(session_id))
+        ).first()
+    return found is not None
+
+
 def refresh_grant(db: Database, refresh_token: str) -> Grant | None:
     """The live grant of an unused, unexpired refresh token, without using it; else None.
 

@@ -49,7 +49,6 @@ from rastrillo.registry.errors import (
 )
 from rastrillo.registry.validate import Invalid, accept, path_problem, wire
 from rastrillo.routing import fill_path, path_params
-from rastrillo.sessions import cookie_name
 from rastrillo.sessions.store import SESSION_ID, Session, find_session, find_session_in
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
@@ -215,7 +214,7 @@ async def dispatch(
             if session is not None or call.actor.user_id is not None:
                 entry.user_id = _check_user(plan.defn, call, session)
             marker = _marker(plan, call, session, entry.user_id, None, values, texts)
-        result, resolved_user = await _run(app, plan, texts, call.session, marker)
+        result, resolved_user = await _run(app, plan, texts, marker)
         if write is not None and write.failure is not None:
             raise write.failure  # the router checked it and ran nothing
         if write is None and session is None:
@@ -590,8 +589,6 @@ class _Origin:
     scheme: str
     server: tuple[str | None, int]
     host: tuple[bytes, bytes]
-    cookie: str
-    """The session cookie's name and ``=``."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -601,7 +598,6 @@ def _origin(origin: str) -> _Origin:
         scheme=parts.scheme,
         server=(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
         host=(b"host", parts.netloc.encode("idna")),
-        cookie=cookie_name(origin) + "=",
     )
 
 
@@ -617,11 +613,14 @@ async def _run(
     app: Target,
     plan: _Plan,
     texts: Mapping[str, str],
-    session: str | None,
     marker: ToolCallMarker,
 ) -> tuple[Result, str | None]:
     """Send one request through ``app``, the args as their wire texts (those not in the path
-    in the query or the form body); its response, and the user its session was."""
+    in the query or the form body); its response, and the user its session was.
+
+    The session travels in ``marker`` alone, never as a cookie: a handler reads the request
+    a model's call made, and one that returned its headers would hand the model a session
+    that approves writes from outside any browser."""
     defn = plan.defn
     if plan.params:
         raw_path = fill_path(defn.path, texts)
@@ -632,8 +631,6 @@ async def _run(
     encoded = "&".join(pairs).encode()
     origin = _origin(app.origin)
     headers = [origin.host]
-    if session is not None:
-        headers.append((b"cookie", (origin.cookie + session).encode()))
     if plan.in_query:
         query, body = encoded, b""
     else:

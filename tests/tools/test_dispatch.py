@@ -302,9 +302,10 @@ def test_write_args_go_in_a_form_body_and_the_marker_carries_the_approval(f, mon
     assert result.status == 303 and result.headers["location"] == "/orders/a/b"
     headers = dict(scopes[0]["headers"])
     assert headers[b"content-type"] == b"application/x-www-form-urlencoded"
-    assert headers[b"cookie"] == f"rastrillo_session={session}".encode()
     marker = scopes[0]["rastrillo.tool_call"]
     assert isinstance(marker, ToolCallMarker)
+    # The session travels in the marker alone: no handler can return it to the model.
+    assert b"cookie" not in headers and marker.session_id == session
     assert marker.actor.approval is not None and marker.actor.approval.approved_by == "3"
     [seen] = f.ran("cancel")
     assert seen["form"] == {"reason": "dup & more=1"}
