@@ -318,7 +318,16 @@ def dispatch_sync(
     else:
         raise RuntimeError("dispatch_sync() inside a running event loop: await dispatch() instead")
     defs, call = _registry_and_call(app, defs, call)
-    return anyio.run(dispatch, app, defs, call)
+    # Handed out beside the loop, not as its main task's result: at exit, Python 3.11's
+    # asyncio.run formats that task, result and all (a whole body), checking its SIGINT
+    # handler.
+    results: list[Result] = []
+
+    async def run() -> None:
+        results.append(await dispatch(app, defs, call))
+
+    anyio.run(run)
+    return results[0]
 
 
 @dataclass(frozen=True, slots=True)

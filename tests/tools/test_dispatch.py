@@ -370,6 +370,20 @@ def test_dispatch_from_async_code(f):
     assert asyncio.run(main()).text == "order 1"
 
 
+def test_dispatch_sync_hands_back_its_result_without_writing_it_out(f, monkeypatch):
+    """A result's text form is its whole body: a script's call of a megabyte answer must not
+    pay for one it never asked for (Python 3.11's asyncio.run formats its finished task)."""
+    written: list[object] = []
+
+    def text(result: object) -> str:
+        written.append(result)
+        return "Result"
+
+    monkeypatch.setattr(rastrillo.tools.Result, "__repr__", text)
+    result = call(f, "orders_id_get", {"id": "1"})
+    assert (result.text, written) == ("order 1", [])
+
+
 def test_dispatch_sync_refuses_inside_a_running_loop(f):
     async def main():
         dispatch_sync(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT))
