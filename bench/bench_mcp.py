@@ -292,23 +292,15 @@ def fastapi_server(root: Path) -> tuple[subprocess.Popen, str]:
     return process, base
 
 
-def canned_server(root: Path) -> tuple[subprocess.Popen, str]:
+def script_server(root: Path, name: str, source: str, ready: str) -> tuple[subprocess.Popen, str]:
+    """``source`` (a template of ``ITEMS`` and the tools) served from ``root/name`` on a free
+    port, once its path ``ready`` answers."""
     port = free_port()
-    script = root / "canned.py"
-    script.write_text(CANNED.format(items=ITEMS, tools=[TOOL]))
+    script = root / name
+    script.write_text(source.format(items=ITEMS, tools=[TOOL]))
     process = subprocess.Popen([sys.executable, str(script), str(port)])
     base = f"http://127.0.0.1:{port}"
-    wait_up(base + "/items/1", process)
-    return process, base
-
-
-def sdk_server(root: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    script = root / "sdk.py"
-    script.write_text(SDK.format(items=ITEMS, tools=[TOOL]))
-    process = subprocess.Popen([sys.executable, str(script), str(port)])
-    base = f"http://127.0.0.1:{port}"
-    wait_up(base + "/up", process)
+    wait_up(base + ready, process)
     return process, base
 
 
@@ -416,8 +408,8 @@ def main() -> int:
         (root / "app").mkdir()
         ours, base, token, cookie = rastrillo_server(root / "app")
         theirs, fastapi_base = fastapi_server(root)
-        canned, canned_base = canned_server(root)
-        bare, bare_base = sdk_server(root)
+        canned, canned_base = script_server(root, "canned.py", CANNED, "/items/1")
+        bare, bare_base = script_server(root, "sdk.py", SDK, "/up")
         mcp, fastapi_mcp, floor_mcp = base + "/mcp", fastapi_base + "/mcp", canned_base + "/mcp"
         ways = {
             "rastrillo-mcp": Way(ours, partial(mcp_caller, mcp, token, MODERN)),
