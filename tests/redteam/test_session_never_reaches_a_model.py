@@ -38,7 +38,7 @@ def handle(ctx):
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[TestApp]:
     actions = {**ACTIONS, "debug/headers.GET.py": HEADERS_TOOL}
-    app_dir = write_app(tmp_path / "app", actions, extra="mcp=True,", files=FILES)
+    app_dir = write_app(tmp_path / "app", actions, extra="mcp=True, console=True,", files=FILES)
     with TestApp(app_dir, tmp_path) as t:
         yield t
 
@@ -89,7 +89,8 @@ def test_a_grants_session_decides_nothing_outside_a_tool_call(app: TestApp) -> N
     """Should a grant's session leak by another road than a cookie (a handler returning its
     request's scope, say), it is still no browser's: the approval page and the agents page
     answer a request presenting it as they answer a stranger (404), so it neither approves
-    a write nor mints a token that would outlive the grant's revocation."""
+    a write nor mints a token that would outlive the grant's revocation; nor does the tool
+    console, which would show the user's calls and run tools as the console."""
     grant, token, _ = grants.personal_token(app.db, user_id="3", agent="claude")
     session = grants.grant_session(app.db, grant)
     assert session is not None
@@ -114,6 +115,11 @@ def test_a_grants_session_decides_nothing_outside_a_tool_call(app: TestApp) -> N
     minted = model.post("/_rastrillo/agents/tokens", data={"agent": "mine"}, headers=stolen)
     assert minted.status_code == 404 and "rst_pt_" not in minted.text
     assert [g.agent for g in grants.list_grants(app.db, "3")] == ["claude"]
+    assert model.get("/_rastrillo/console", headers=stolen).status_code == 404
+    ran = model.post(
+        "/_rastrillo/console", data={"tool": "notes_post", "arg.body": "x"}, headers=stolen
+    )
+    assert ran.status_code == 404
     again = app.client.post("/mcp", json=body, headers=headers).json()["result"]
     assert again["isError"] is True
     assert not app.db.query("SELECT * FROM notes WHERE body = 'leaked'")
