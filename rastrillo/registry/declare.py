@@ -461,8 +461,6 @@ def checked_tool_def(
 
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
-_ASCII_NOT_ALNUM = bytes(c if c < 128 and chr(c).isalnum() else ord("_") for c in range(256))
-"""A `bytes.translate` table: each byte that is not an ASCII letter or digit becomes ``_``."""
 
 
 def tool_id(method: str, path: str) -> str:
@@ -471,12 +469,7 @@ def tool_id(method: str, path: str) -> str:
     Only letters, digits and `_`, never starting with a digit, so the id is a
     valid tool name for every provider without renaming.
     """
-    text = f"{path}_{method}"
-    if text.isascii():  # each run of other characters becomes one `_`, as the regex does
-        words = text.encode().translate(_ASCII_NOT_ALNUM).decode().split("_")
-        ident = "_".join([word for word in words if word])
-    else:
-        ident = _NOT_ALNUM.sub("_", text).strip("_")
+    ident = _NOT_ALNUM.sub("_", f"{path}_{method}").strip("_")
     if not ident or ident[0].isdigit():
         ident = "a_" + ident
     return ident.lower()
