@@ -117,12 +117,13 @@ def create_session(
     return session_id
 
 
-def find_session(db: Database, session_id: str, *, tool_call: bool = True) -> Session | None:
+def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session | None:
     """The valid session with this id, its idle expiry moved forward; else None.
 
     ``tool_call``: whether the lookup is for a dispatched tool call (dispatch's are; the
-    session middleware says for each request). Only such a lookup finds an ``agent_only``
-    session: for any other it is no session, left untouched, and logged.
+    session middleware says for each request), with no default so that no caller
+    serving HTTP forgets it. Only such a lookup finds an ``agent_only`` session: for
+    any other it is no session, left untouched, and logged.
     """
     digest = session_digest(session_id)
     t = db.clock.now()
