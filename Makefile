@@ -9,8 +9,11 @@ EXAMPLES := $(wildcard examples/*/app.py)
 ADDR ?= 127.0.0.1:8000
 # The suite runs on 4 workers, each module's tests on one worker so they share its module
 # fixtures. 4 even on 2 cores: most tests wait on a server, Chromium or PostgreSQL, and a
-# worker uses about a sixth of a core. `make test PYTEST_ARGS=` runs it in one process.
-PYTEST_ARGS ?= -n 4 --dist loadscope
+# worker uses about a sixth of a core. The modules are handed out in the order
+# tests/conftest.py gives them, the slowest first (xdist would otherwise hand out the
+# modules of most tests first, and so the slow ones of few tests last, when the other
+# workers have finished). `make test PYTEST_ARGS=` runs it in one process.
+PYTEST_ARGS ?= -n 4 --dist loadscope --no-loadscope-reorder
 # The suite's temporary files (each test's app folder and SQLite database, Chromium's
 # profiles) live in memory where the machine has /dev/shm: SQLite's commits and the
 # removal of old folders then wait on no disk. Still real files and real SQLite.
