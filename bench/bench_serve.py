@@ -122,7 +122,7 @@ def work(db: str) -> Work:
         )
 
     def order(presented: str | None, order_id: str) -> dict[str, Any] | int:
-        found = None if presented is None else find_session(database, presented)
+        found = None if presented is None else find_session(database, presented, tool_call=False)
         if found is None:
             return 403
         row = ticketing.get_order(database, found.user_id, order_id)

@@ -9,9 +9,11 @@ so processes and threads write concurrently, and code that reads before it
 writes serialises itself with :func:`serialize`.
 
 The framework keeps its own tables on :data:`METADATA` (each concern defines
-its tables there); :meth:`Database.open` creates them and then applies the
-app's ``migrations/NNNN_name.sql`` files, once each, in order. A migration
-whose SQL differs between databases is written once per dialect instead:
+its tables there); :meth:`Database.open` creates them, adds to a table an
+earlier version made the indexes and the columns (each with a server default,
+which the rows already there take) added since, and then applies the app's
+``migrations/NNNN_name.sql`` files, once each, in order. A migration whose SQL
+differs between databases is written once per dialect instead:
 ``NNNN_name.sqlite.sql`` and ``NNNN_name.postgresql.sql``, and the one for the
 database in use runs.
 """
@@ -72,6 +74,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.schema import CreateColumn
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeEngine
 
@@ -506,8 +509,14 @@ class Database:
             return
         with self.write() as conn:
             METADATA.create_all(conn)
-            # A table an earlier version made lacks the indexes added since.
+            # A table an earlier version made lacks the columns and indexes added since.
+            inspector = inspect(conn)
             for table in METADATA.sorted_tables:
+                found = inspector.get_columns(table.name)
+                for column in _columns_to_add(table, found, self.url):
+                    name = conn.dialect.identifier_preparer.format_table(table)
+                    ddl = CreateColumn(column).compile(dialect=conn.dialect)
+                    conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {ddl}")
                 for index in table.indexes:
                     index.create(conn, checkfirst=True)
         if migrations_dir is not None:
@@ -533,8 +542,8 @@ class Database:
             ) from exc
 
     def _is_current(self, files: list[tuple[str, Path]]) -> bool:
-        """Every framework table exists with its indexes, and every migration file is
-        applied.
+        """Every framework table exists with its columns and indexes, and every migration
+        file is applied.
 
         A framework table made by an earlier version, in a shape this one cannot
         use, is a `ConfigError` naming it: refused at start, never a failure later.
@@ -542,9 +551,11 @@ class Database:
         with self.read() as conn:
             inspector = inspect(conn)
             tables = set(inspector.get_table_names())
-            for name in sorted(METADATA.tables.keys() & tables):
-                _check_shape(METADATA.tables[name], inspector.get_columns(name), self.url)
-            if not METADATA.tables.keys() <= tables:
+            to_add = [
+                _columns_to_add(METADATA.tables[name], inspector.get_columns(name), self.url)
+                for name in sorted(METADATA.tables.keys() & tables)
+            ]
+            if any(to_add) or not METADATA.tables.keys() <= tables:
                 return False
             for table in METADATA.tables.values():
                 made = {index["name"] for index in inspector.get_indexes(table.name)}
@@ -841,10 +852,17 @@ def serialize(conn: Connection | DriverTransaction, name: str) -> None:
             conn.execute(_HOLD.statement, {"key": key})
 
 
-def _check_shape(table: Table, found: list[Any], url: str) -> None:
+def _columns_to_add(table: Table, found: list[Any], url: str) -> list[Column[Any]]:
+    """The columns of ``table`` that the table as ``found`` lacks and that can be added:
+    each has a server default, which every row already there takes. A column missing
+    that has none, or one of a type this version cannot read, is a `ConfigError`."""
     columns = {column["name"]: column["type"] for column in found}
+    to_add = []
     for column in table.columns:
         kind = columns.get(column.name)
+        if kind is None and column.server_default is not None:
+            to_add.append(column)
+            continue
         stale = kind is None or (
             isinstance(column.type, Instant) and isinstance(kind, Float | Numeric)
         )
@@ -854,6 +872,7 @@ def _check_shape(table: Table, found: list[Any], url: str) -> None:
                 f"by an earlier Rastrillo: its table {table.name} has no usable column "
                 f"{column.name}; move the database aside (a demo's can be deleted) and start again"
             )
+    return to_add
 
 
 def migration_files(migrations_dir: Path, dialect: str) -> list[tuple[str, Path]]:

@@ -90,7 +90,7 @@ class Agent:
         self.test_app = test_app
         self.actor = Actor.agent(name)
         self.user_id = user_id
-        self.session = create_session(test_app.db, user_id)
+        self.session = create_session(test_app.db, user_id, agent_only=True)
 
     def call(
         self,

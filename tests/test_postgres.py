@@ -55,10 +55,10 @@ def test_sessions_find_and_revoke(pg_url):
     db = Database(pg_url)
     db.open()
     first, second = create_session(db, "7"), create_session(db, 7)
-    assert find_session(db, first).user_id == "7"
-    assert find_session(db, "not-a-session") is None
+    assert find_session(db, first, tool_call=False).user_id == "7"
+    assert find_session(db, "not-a-session", tool_call=False) is None
     assert revoke_user(db, "7") == 2
-    assert find_session(db, second) is None
+    assert find_session(db, second, tool_call=False) is None
     db.dispose()
 
 

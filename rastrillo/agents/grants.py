@@ -417,9 +417,10 @@ def grant_session(db: Database, grant: Grant) -> str | None:
     """A new session of the grant's user for the grant's calls; None if it was revoked.
 
     Revoking the grant ends the session, so whoever holds it learns of the
-    revocation from the session check a call makes anyway.
+    revocation from the session check a call makes anyway. It is ``agent_only``: should
+    its id leak, a request presenting it outside a dispatched call has no session.
     """
-    session_id = create_session(db, grant.user_id)
+    session_id = create_session(db, grant.user_id, agent_only=True)
     link = grant_sessions_table
     with db.write() as conn:
         # Links to sessions that ended (expired, or the user's sessions were ended) go.
@@ -438,22 +439,6 @@ def grant_session(db: Database, grant: Grant) -> str | None:
         delete_session(db, session_id)
         return None
     return session_id
-
-
-def is_grant_session(db: Database, session_id: object) -> bool:
-    """Whether ``session_id`` is a session :func:`grant_session` made for a grant's calls.
-
-    Such a session exists for dispatched calls alone: a request presenting it from outside
-    one (its id leaked, say) must not decide an approval, make a token or answer a consent,
-    which the framework's pages refuse it as they refuse a stranger."""
-    if not isinstance(session_id, str):
-        return False
-    link = grant_sessions_table
-    with db.read() as conn:
-        found = conn.execute(
-            select(link.c.grant_id).where(link.c.session_digest == session_digest(session_id))
-        ).first()
-    return found is not None
 
 
 def refresh_grant(db: Database, refresh_token: str) -> Grant | None:

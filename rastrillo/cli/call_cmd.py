@@ -53,7 +53,7 @@ def _call(args: argparse.Namespace) -> int:
     defn = next((d for d in options.tools if d.id == args.tool), None)
     texts = _parse_args(args.args)
     call_args = typed_args(defn.args, texts) if defn is not None else texts
-    session = create_session(app.db, args.user)
+    session = create_session(app.db, args.user, agent_only=True)
     call = Call(
         tool=args.tool,
         args=call_args,

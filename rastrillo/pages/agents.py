@@ -18,7 +18,6 @@ from starlette.responses import Response
 from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
-from rastrillo.pages import in_person
 from rastrillo.routing import Route
 from rastrillo.sessions import require
 
@@ -38,7 +37,7 @@ def agents_routes(mcp_url: str) -> list[Route]:
 
     @require
     def new_token(ctx: Context) -> Response:
-        if not in_person(ctx) or ctx.user_id is None:
+        if not ctx.actor.human or ctx.user_id is None:
             return ctx.not_found()
         agent = (ctx.form.get("agent") or "").strip()
         lifetime = _LIFETIMES.get(ctx.form.get("days") or "30")
@@ -54,7 +53,7 @@ def agents_routes(mcp_url: str) -> list[Route]:
 
     @require
     def revoke(ctx: Context) -> Response:
-        if not in_person(ctx):
+        if not ctx.actor.human:
             return ctx.not_found()
         grants.revoke(ctx.db, ctx.params["id"], user_id=ctx.user_id)
         return ctx.redirect(AGENTS_PATH)
@@ -67,7 +66,7 @@ def agents_routes(mcp_url: str) -> list[Route]:
 
 
 def _page(ctx: Context, mcp_url: str, status: int = 200, **extra: object) -> Response:
-    if not in_person(ctx):  # an agent never sees or makes grants, even with a session
+    if not ctx.actor.human:  # an agent never sees or makes grants, even with a session
         return ctx.not_found()
     return ctx.render(
         "_rastrillo/agents.html",

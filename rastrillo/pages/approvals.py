@@ -17,7 +17,6 @@ from starlette.responses import Response
 from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
-from rastrillo.pages import in_person
 from rastrillo.registry.confirm import confirm_parts
 from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.registry.validate import wire
@@ -126,7 +125,7 @@ def post_decision(ctx: Context) -> Response:
 
 def _own(ctx: Context) -> consent.ApprovalRecord | None:
     """The approval, if the signed-in human is the user it acts for; else None."""
-    if not in_person(ctx):
+    if not ctx.actor.human:
         return None
     record = consent.get(ctx.db, ctx.params["id"])
     if record is None or record.user_id != ctx.user_id:

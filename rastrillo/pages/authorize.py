@@ -19,7 +19,6 @@ from starlette.responses import Response
 from rastrillo import visible
 from rastrillo.agents import grants, oauth
 from rastrillo.context import Context
-from rastrillo.pages import in_person
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import Route
 from rastrillo.sessions import require
@@ -55,14 +54,14 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     @require
     def show(ctx: Context) -> Response:
         request = oauth.pending(ctx.db, ctx.query.get("request", ""))
-        if request is None or not in_person(ctx):
+        if request is None or not ctx.actor.human:
             return _gone(ctx)
         taken = {g.agent for g in grants.list_grants(ctx.db, ctx.user_id)}
         return page(ctx, request, request.agent_suggestion(taken))
 
     @require
     def post_decision(ctx: Context) -> Response:
-        if not in_person(ctx) or ctx.request.headers.get("sec-fetch-dest") in _FRAMED:
+        if not ctx.actor.human or ctx.request.headers.get("sec-fetch-dest") in _FRAMED:
             return ctx.text("Answer on the page itself, not inside another.", status=403)
         request_id = ctx.form.get("request", "")
         decision = ctx.form.get("decision")

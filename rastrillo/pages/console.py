@@ -24,7 +24,6 @@ from starlette.responses import Response
 from rastrillo import threads
 from rastrillo.actor import Actor, describe
 from rastrillo.context import Context
-from rastrillo.pages import in_person
 from rastrillo.registry.declare import Arg, ToolDef
 from rastrillo.registry.errors import ConfirmRequired, ToolError
 from rastrillo.registry.schemas import FORMATS, schemas
@@ -97,14 +96,11 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
 
     @require
     def show(ctx: Context) -> Response:
-        if not in_person(ctx):
-            return ctx.not_found()
         return _page(app.db, tools, ctx, ctx.query.get("format", FORMATS[0]), None)
 
     @require
     async def run(ctx: Context) -> Response:
-        # Only a person drives the console: never a tool call, nor a grant's session.
-        if not await threads.in_thread(in_person, ctx):
+        if not ctx.actor.human:  # only a person drives the console, never a tool call
             return ctx.not_found()
         form = ctx.form
         approval_id = form.get("approval") or None

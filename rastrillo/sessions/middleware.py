@@ -57,6 +57,10 @@ class RequestSession:
     set_cookie: str | None = None
     unchecked: str | None = None
     """A presented cookie whose row is not checked yet: :meth:`check` does it."""
+    tool_call: bool = False
+    """The request carries the tool-call marker, which only dispatch puts in the scope: it
+    alone may act in a session made for an agent's calls (``create_session(agent_only=)``);
+    any other request presenting one has no session, as a browser with no cookie has."""
 
     @property
     def pending(self) -> bool:
@@ -70,7 +74,7 @@ class RequestSession:
         presented = self.unchecked
         if presented is None:
             return
-        self.found(scope, find_session(self.middleware.db, presented))
+        self.found(scope, find_session(self.middleware.db, presented, tool_call=self.tool_call))
 
     def found(self, scope: Scope, found: Session | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks
@@ -135,7 +139,7 @@ class SessionMiddleware:
         if resolved is not None and resolved.id == presented:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)
-        state = RequestSession(self, None, None, unchecked=presented)
+        state = RequestSession(self, None, None, unchecked=presented, tool_call=marker is not None)
         if dispatched is None and not is_session_id(presented):
             state.found(scope, None)  # no query: a malformed id matches no row
         elif not self.deferred:

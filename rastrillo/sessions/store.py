@@ -4,17 +4,23 @@ The cookie carries a random id of 256 bits; the table keeps only its SHA-256
 digest, so a leaked database does not hand out live sessions. A row is valid
 until the earlier of its absolute expiry and its idle expiry; the idle expiry
 moves forward as the session is used.
+
+A session made for an agent's calls (``agent_only``: an MCP grant's, ``rastrillo tools
+call``'s) is found only by a lookup for a dispatched tool call; any other request
+presenting it finds no session, so its id, should it leak, signs nobody in.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import (
+    Boolean,
     Column,
     ColumnElement,
     Float,
@@ -23,6 +29,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     delete,
+    false,
     or_,
     select,
     update,
@@ -30,6 +37,9 @@ from sqlalchemy import (
 
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
 from rastrillo.storage import METADATA, Database, DriverTransaction, Instant, Prepared
+from rastrillo.visible import for_terminal
+
+log = logging.getLogger("rastrillo.sessions")
 
 sessions_table = Table(
     "rastrillo_sessions",
@@ -40,6 +50,8 @@ sessions_table = Table(
     Column("expires", Instant, nullable=False),
     Column("idle_seconds", Float, nullable=False),
     Column("idle_expires", Instant, nullable=False),
+    # Its default is what a row made before the column is: a person's session.
+    Column("agent_only", Boolean, nullable=False, server_default=false()),
     Index("rastrillo_sessions_user", "user_id"),
 )
 
@@ -51,6 +63,7 @@ _LOOKUP = select(
     sessions_table.c.expires,
     sessions_table.c.idle_seconds,
     sessions_table.c.idle_expires,
+    sessions_table.c.agent_only,
 ).where(sessions_table.c.id_digest == bindparam("digest"))
 _FIND = Prepared(_LOOKUP)
 
@@ -79,8 +92,13 @@ def create_session(
     *,
     idle: timedelta = DEFAULT_SESSION_IDLE,
     lifetime: timedelta = DEFAULT_SESSION_LIFETIME,
+    agent_only: bool = False,
 ) -> str:
-    """Store a new session for ``user_id``; return its id, the exact cookie value."""
+    """Store a new session for ``user_id``; return its id, the exact cookie value.
+
+    ``agent_only``: the session is for an agent's dispatched calls alone; presented by any
+    other request (a program that learnt its id) it is no session (:func:`find_session`).
+    """
     session_id = secrets.token_urlsafe(32)
     t = db.clock.now()
     with db.write() as conn:
@@ -93,17 +111,33 @@ def create_session(
                 expires=t + lifetime,
                 idle_seconds=idle.total_seconds(),
                 idle_expires=t + idle,
+                agent_only=agent_only,
             )
         )
     return session_id
 
 
-def find_session(db: Database, session_id: str) -> Session | None:
-    """The valid session with this id, its idle expiry moved forward; else None."""
+def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session | None:
+    """The valid session with this id, its idle expiry moved forward; else None.
+
+    ``tool_call``: whether the lookup is for a dispatched tool call (dispatch's are; the
+    session middleware says for each request), with no default so that no caller
+    serving HTTP forgets it. Only such a lookup finds an ``agent_only`` session: for
+    any other it is no session, left untouched, and logged.
+    """
     digest = session_digest(session_id)
     t = db.clock.now()
     row = db.query_one(_FIND, digest=digest)
     if row is None:
+        return None
+    if row.agent_only and not tool_call:
+        # The digest, not the id: the log must be no road to a live session either.
+        log.warning(
+            "a session made for an agent's calls was presented outside a tool call and "
+            "taken for none (user %s, session digest %s…)",
+            for_terminal(row.user_id),
+            digest[:12],
+        )
         return None
     alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
     if not alive:
@@ -146,7 +180,7 @@ def find_session_in(tx: DriverTransaction, t: datetime, session_id: str | None) 
     found = tx.run(_FIND_FOR_UPDATE, digest=digest)
     if not found:
         return None
-    user_id, expires, idle_seconds, idle_expires = found[0]
+    user_id, expires, idle_seconds, idle_expires, _ = found[0]  # a tool call: agent_only or not
     alive, touch = _verdict(t, expires, idle_seconds, idle_expires)
     if not alive:
         tx.run(_DELETE_IN, digest=digest)

@@ -377,6 +377,19 @@ def _row(entry: Entry) -> list[Any]:
     return row
 
 
+def _keep_as_stored(entry: Entry) -> bool:
+    """Keep the entry as its row is stored, the call's args let go; False, and the entry
+    left as it is, when the row cannot be made (an object handed over in-process that
+    raises when written)."""
+    if entry.stored is None:
+        try:
+            entry.stored = _row(entry)
+        except Exception:
+            return False
+        entry.args = None
+    return True
+
+
 _INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
 
 
@@ -517,17 +530,19 @@ class _Writer:
             self._outage = True
             queued = list(self._rows)
         for row in queued:  # the writer's from their put on: nobody else changes them
-            if row.stored is None:
-                row.stored = _row(row)
-                row.args = None
+            _keep_as_stored(row)  # one that cannot be made is lost when its turn comes
 
     def _put_behind(self, row: Entry) -> None:
         """A row behind many waiting ones: queued as it is stored (the caller's args let
         go), or, with :data:`QUEUED_MAX` waiting, not queued but logged in full."""
         if row.stored is None:
-            row.stored = _row(row)  # outside the lock: only while the writer lags
-            row.args = None
-            self.put(row)
+            # Outside the lock: only while the writer lags.
+            if _keep_as_stored(row):
+                self.put(row)
+            else:
+                with self._lock:
+                    self._lost += 1
+                log.error("audit: row not written: %s", _as_json(row))
             return
         with self._lock:
             self._dropped += 1

@@ -210,7 +210,7 @@ async def dispatch(
                 # A claimed user is checked before the app runs. Otherwise a read's session
                 # is looked up by the session middleware, as a browser's is, in the one
                 # worker-thread hop a request has for it.
-                session = await threads.in_thread(find_session, app.db, call.session)
+                session = await threads.in_thread(_find_session, app.db, call.session)
             if session is not None or call.actor.user_id is not None:
                 entry.user_id = _check_user(plan.defn, call, session)
             marker = _marker(plan, call, session, entry.user_id, None, values, texts)
@@ -429,6 +429,11 @@ def _check_call(
     if session is not None and (type(session) is not str or not SESSION_ID.fullmatch(session)):
         raise BadActor("call.session is not a session id")
     return plan, values, texts
+
+
+def _find_session(db: Database, session_id: str) -> Session | None:
+    """The tool call's session: an agent-only one (a grant's) is found too."""
+    return find_session(db, session_id, tool_call=True)
 
 
 def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:

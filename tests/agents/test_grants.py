@@ -176,10 +176,15 @@ def test_revoking_a_grant_ends_the_sessions_of_its_calls_and_no_other(db):
     grant, other = oauth_grant(db), oauth_grant(db, agent="other")
     mine, theirs = grants.grant_session(db, grant), grants.grant_session(db, other)
     browser = create_session(db, "3")
-    assert mine and theirs and all(find_session(db, s) for s in (mine, theirs, browser))
+    assert (
+        mine
+        and theirs
+        and all(find_session(db, s, tool_call=True) for s in (mine, theirs, browser))
+    )
     assert grants.revoke(db, grant.id)
-    assert find_session(db, mine) is None
-    assert find_session(db, theirs) is not None and find_session(db, browser) is not None
+    assert find_session(db, mine, tool_call=True) is None
+    assert find_session(db, theirs, tool_call=True) is not None
+    assert find_session(db, browser, tool_call=True) is not None
     assert grants.grant_session(db, grant) is None  # and it leaves no session behind
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 2
     # The user ends every session: the links to them go when the next one is made.

@@ -88,9 +88,10 @@ def test_no_tool_can_return_the_session_a_write_could_be_approved_with(app: Test
 def test_a_grants_session_decides_nothing_outside_a_tool_call(app: TestApp) -> None:
     """Should a grant's session leak by another road than a cookie (a handler returning its
     request's scope, say), it is still no browser's: the approval page and the agents page
-    answer a request presenting it as they answer a stranger (404), so it neither approves
-    a write nor mints a token that would outlive the grant's revocation; nor does the tool
-    console, which would show the user's calls and run tools as the console."""
+    answer a request presenting it exactly as they answer one with no session, so it
+    neither approves a write nor mints a token that would outlive the grant's revocation;
+    nor does the tool console, which would show the user's calls and run tools as the
+    console. (The app's own pages too: test_agent_only_session.py.)"""
     grant, token, _ = grants.personal_token(app.db, user_id="3", agent="claude")
     session = grants.grant_session(app.db, grant)
     assert session is not None
@@ -107,19 +108,28 @@ def test_a_grants_session_decides_nothing_outside_a_tool_call(app: TestApp) -> N
     }
     pending = app.client.post("/mcp", json=body, headers=headers).json()["result"]
     url = pending["_meta"]["rastrillo/approval"]["url"]
-    model = TestClient(app.app, base_url=app.app.origin)
+    model = TestClient(app.app, base_url=app.app.origin, follow_redirects=False)
     stolen = {"Cookie": f"{cookie_name(app.app.origin)}={session}", "Origin": app.app.origin}
-    assert model.get(url, headers=stolen).status_code == 404
-    decided = model.post(url, data={"decision": "approve"}, headers=stolen, follow_redirects=False)
-    assert decided.status_code == 404
-    minted = model.post("/_rastrillo/agents/tokens", data={"agent": "mine"}, headers=stolen)
-    assert minted.status_code == 404 and "rst_pt_" not in minted.text
+    stranger = {"Origin": app.app.origin}
+
+    def answers(method: str, path: str, **form: str) -> int:
+        """The status a request presenting the stolen session gets: a stranger's."""
+        data = form or None
+        got = model.request(method, path, data=data, headers=stolen)
+        expected = model.request(method, path, data=data, headers=stranger)
+        assert (got.status_code, got.headers.get("location")) == (
+            expected.status_code,
+            expected.headers.get("location"),
+        )
+        assert "rst_pt_" not in got.text
+        return got.status_code
+
+    assert answers("GET", url) == 303  # to sign in
+    assert answers("POST", url, decision="approve") == 403
+    assert answers("POST", "/_rastrillo/agents/tokens", agent="mine") == 403
     assert [g.agent for g in grants.list_grants(app.db, "3")] == ["claude"]
-    assert model.get("/_rastrillo/console", headers=stolen).status_code == 404
-    ran = model.post(
-        "/_rastrillo/console", data={"tool": "notes_post", "arg.body": "x"}, headers=stolen
-    )
-    assert ran.status_code == 404
+    assert answers("GET", "/_rastrillo/console") == 303
+    assert answers("POST", "/_rastrillo/console", tool="notes_post", **{"arg.body": "x"}) == 403
     again = app.client.post("/mcp", json=body, headers=headers).json()["result"]
     assert again["isError"] is True
     assert not app.db.query("SELECT * FROM notes WHERE body = 'leaked'")

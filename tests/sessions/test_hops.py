@@ -150,9 +150,9 @@ def test_the_session_is_checked_in_the_handles_thread_before_it_runs(tmp_path: P
     find = sessions.store.find_session
     checked_in: list[int] = []
 
-    def recording_find(db: Any, session_id: str) -> Any:
+    def recording_find(db: Any, session_id: str, **how: bool) -> Any:
         checked_in.append(threading.get_ident())
-        return find(db, session_id)
+        return find(db, session_id, **how)
 
     routes = [rastrillo.routing.Route("GET", "/where", "where", handle)]
     app = rastrillo.handler(

@@ -522,6 +522,30 @@ def test_a_row_that_cannot_be_made_costs_no_other_row(f):
     assert [r.call_id for r in audit.latest(f.app.db)] == ["after"]
 
 
+def test_a_row_that_cannot_be_made_behind_many_costs_the_call_nothing(
+    tmp_path, monkeypatch, caplog
+):
+    """While the writer lags, a row waiting behind many is made as it is stored in the
+    caller's thread: one that cannot be made is lost and said, never raised at the caller,
+    whose call runs (or is refused) as it would with the writer keeping up."""
+    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 1)
+    f = build(tmp_path)
+    good = Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, call_id="first")
+    odd = dataclasses.replace(good, actor=Unspeakable(human=False, name="odd"), call_id="odd")
+    with _audit_locked(f.app.db) as writer_stuck:
+        run(f.app, f.defs, good)
+        until(writer_stuck, "the writer to wait with the first row as its batch")
+        run(f.app, f.defs, dataclasses.replace(good, call_id="second"))  # one waits: the bound
+        assert run(f.app, f.defs, odd).status == 200
+    with pytest.raises(audit.AuditNotWritten) as info:
+        audit.flush(f.app.db)
+    assert (info.value.pending, info.value.lost, info.value.dropped) == (0, 1, 0)
+    assert sorted(r.call_id for r in audit.latest(f.app.db)) == ["first", "second"]
+    assert any("call 'odd'" in r.getMessage() for r in caplog.records)
+    f.app.db.dispose()
+
+
 def test_an_app_no_one_uses_any_more_is_collected_with_its_database_and_audit_writer(tmp_path):
     """A process that builds app after app (a test session, an app and its admin app)
     keeps none of them alive: not through its audit writer, nor through the statements
