@@ -11,9 +11,13 @@ ADDR ?= 127.0.0.1:8000
 # fixtures. 4 even on 2 cores: most tests wait on a server, Chromium or PostgreSQL, and a
 # worker uses about a sixth of a core. `make test PYTEST_ARGS=` runs it in one process.
 PYTEST_ARGS ?= -n 4 --dist loadscope
+# The suite's temporary files (each test's app folder and SQLite database, Chromium's
+# profiles) live in memory where the machine has /dev/shm: SQLite's commits and the
+# removal of old folders then wait on no disk. Still real files and real SQLite.
+TEST_TMPDIR := $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo "$${TMPDIR:-/tmp}")
 UV := uv>=0.9,<1
 
-.PHONY: demo test check ts-sdk bench clean
+.PHONY: demo test check ts-sdk collected bench clean
 
 # Python caches bytecode here even where the environment sets PYTHONDONTWRITEBYTECODE:
 # the suite starts hundreds of Python processes, and each would otherwise compile the
@@ -39,9 +43,17 @@ check: $(VENV)/.installed
 	@for app in $(dir $(EXAMPLES)); do echo "generate --check $$app"; $(BIN)/rastrillo generate --check $$app || exit 1; done
 
 # `make -j2 test` (as .ci/run does) installs Debian's packages (one apt-get run, for what
-# is missing) and then the TypeScript SDK while uv installs the venv.
-test: check ts-sdk
-	bash scripts/with-postgres $(BIN)/pytest $(PYTEST_ARGS)
+# is missing) and then the TypeScript SDK while uv installs the venv, and collects the
+# suite while `make check` runs.
+test: check ts-sdk collected
+	TMPDIR=$(TEST_TMPDIR) bash scripts/with-postgres $(BIN)/pytest $(PYTEST_ARGS)
+
+# pytest rewrites the asserts of each test module it imports and caches the result in
+# __pycache__. From a fresh clone the four workers would each rewrite all of them at
+# once, about 5 s of CPU apiece; one collection first writes the cache they then read
+# (the run itself reports any error of collection).
+collected: $(VENV)/.installed
+	@$(BIN)/pytest --collect-only -q | tail -n 1
 
 ts-sdk:
 	bash scripts/ensure-node-mcp

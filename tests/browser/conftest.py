@@ -1,7 +1,7 @@
 """Headless Chromium over the tickets demo, served by uvicorn on loopback.
 
-Debian's ``chromium`` is driven through Playwright's ``executable_path`` (no
-browser download); ``make test`` installs it first. JavaScript is off in
+Debian's ``chromium-headless-shell`` is driven through Playwright's ``executable_path``
+(no browser download); ``make test`` installs it first. JavaScript is off in
 every page: the pages must work as plain links and forms. Every test gets a
 fresh server on its own SQLite file, and the page it ends on is saved as
 ``test-artifacts/<test>.png``.

@@ -5,7 +5,7 @@ The client discovers the authorization server from ``/mcp``'s 401, registers,
 sends the person's browser to authorize; they sign in on the demo's own page,
 read the consent page and allow; the client trades the code, calls a tool,
 refreshes, and after revocation is refused. Nothing is mocked: the browser's
-redirect to the client's loopback callback is caught by Playwright as a
+redirect to the client's loopback callback reaches a listener on a loopback port, as a
 client's local listener would catch it.
 """
 
@@ -15,8 +15,10 @@ import dataclasses
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,7 +30,7 @@ from mcp import ClientSession
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from playwright.async_api import Browser, Page, Route, async_playwright, expect
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from rastrillo.agents import grants, oauth
 from rastrillo.app import App
@@ -36,7 +38,7 @@ from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.browser.hostile import hostile_site
-from tests.support import TLS, free_port
+from tests.support import TLS
 
 pytestmark = pytest.mark.browser
 
@@ -85,16 +87,45 @@ async def sign_in_on_the_way(page: Page) -> None:
     await page.get_by_role("button", name="Sign in").click()
 
 
+@pytest.fixture
+def callback() -> Iterator[tuple[str, list[str]]]:
+    """The client's local listener for the authorization's redirect: its callback URL,
+    and the URL of each request it answered (``You can close this window.``)."""
+    answers: list[str] = []
+
+    class Callback(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answers.append(f"http://127.0.0.1:{self.server.server_address[1]}{self.path}")
+            body = b"You can close this window."
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Callback)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/callback", answers
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 class Person:
     """Alice at her browser: whenever the client sends her to authorize, she signs in if
-    she must, reads the consent page and presses ``button``; the browser's trip to the
-    client's loopback callback is caught, as the client's listener would catch it."""
+    she must, reads the consent page and presses ``button``; her browser's trip to the
+    client's loopback callback reaches the client's listener (the ``callback`` fixture)."""
 
-    def __init__(self, browser: Browser, app: App, callback_port: int) -> None:
+    def __init__(self, browser: Browser, app: App, callback: tuple[str, list[str]]) -> None:
         self.browser = browser
         self.app = app
-        self.callback = f"http://127.0.0.1:{callback_port}/callback"
-        self.answers: list[str] = []
+        self.callback, self.answers = callback
         self.visits = 0
         self.page: Page | None = None
 
@@ -103,12 +134,6 @@ class Person:
             base_url=self.app.origin, viewport=DESKTOP, java_script_enabled=False
         )
         context.set_default_timeout(10_000)
-
-        async def caught(route: Route) -> None:
-            self.answers.append(route.request.url)
-            await route.fulfill(body="You can close this window.", content_type="text/plain")
-
-        await context.route(re.compile(re.escape(self.callback) + r"\?.*"), caught)
         self.page = await context.new_page()
         return self.page
 
@@ -166,13 +191,15 @@ async def order_status(http: httpx2.AsyncClient, app: App) -> str:
         return json.loads(result.content[0].text)["order"]["status"]
 
 
-def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_revoked(app: App):
+def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_revoked(
+    app: App, callback: tuple[str, list[str]]
+):
     storage = Memory()
 
     async def scenario() -> None:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            person = Person(browser, app, free_port())
+            person = Person(browser, app, callback)
             try:
                 http, provider = await connect(app, person, storage)()
                 async with http:
@@ -280,13 +307,13 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
     anyio.run(scenario)
 
 
-def test_the_revoke_button_refuses_the_clients_next_call(app: App):
+def test_the_revoke_button_refuses_the_clients_next_call(app: App, callback: tuple[str, list[str]]):
     storage = Memory()
 
     async def scenario() -> None:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            person = Person(browser, app, free_port())
+            person = Person(browser, app, callback)
             try:
                 http, _ = await connect(app, person, storage)()
                 async with http:
