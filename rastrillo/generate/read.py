@@ -82,7 +82,7 @@ def _module_level(tree: ast.Module) -> tuple[list[ast.expr], dict[str, str]]:
     names: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
-            if any(isinstance(t, ast.Name) and t.id == "TOOL" for t in node.targets):
+            if "TOOL" in [t.id for t in node.targets if isinstance(t, ast.Name)]:
                 values.append(node.value)
         elif isinstance(node, ast.AnnAssign):
             target = node.target

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from rastrillo.errors import Problem
 from rastrillo.registry.confirm import placeholders
@@ -18,6 +17,7 @@ from rastrillo.registry.declare import (
     Access,
     Arg,
     ToolDef,
+    ToolRead,
     description_as_sent,
 )
 from rastrillo.routing import path_params
@@ -43,21 +43,23 @@ Refuse = Callable[[int, str], None]
 """Records one problem: the line it is on and what is wrong."""
 
 
-@dataclass
 class Declared:
     """The fields of one `TOOL`; a field is None when it could not be read.
 
     `args` holds the readable entries of a dict literal (None if `args` is not
     one); `arg_lines` every name it declares, readable description or not.
+    A plain class: a dataclass would cost every start of `rastrillo generate` the
+    compiling of methods that nothing here calls.
     """
 
-    line: int
-    description: str | None = None
-    access: Access | None = Access.READ
-    args: dict[str, Arg | str] | None = field(default_factory=dict)
-    confirm: str | None = ""
-    lines: dict[str, int] = field(default_factory=dict)
-    arg_lines: dict[str, int] = field(default_factory=dict)
+    def __init__(self, line: int) -> None:
+        self.line = line
+        self.description: str | None = None
+        self.access: Access | None = ToolRead
+        self.args: dict[str, Arg | str] | None = {}
+        self.confirm: str | None = ""
+        self.lines: dict[str, int] = {}
+        self.arg_lines: dict[str, int] = {}
 
     def line_of(self, name: str) -> int:
         return self.lines.get(name, self.line)
@@ -70,29 +72,33 @@ def check_tool(declared: Declared, ident: str, method: str, path: str, refuse: R
     """
     access, args, confirm = declared.access, declared.args, declared.confirm
     description = declared.description
+    # Each read once: `Access.WRITE` goes through the enum class's `__getattr__`.
+    read, write = access is Access.READ, access is Access.WRITE
     if description is not None:
-        line = declared.line_of("description")
         sent = description_as_sent(description, access)
         if not description.strip():
-            refuse(line, "description is empty; the model chooses tools by it")
+            refuse(
+                declared.line_of("description"),
+                "description is empty; the model chooses tools by it",
+            )
         elif len(sent) > MAX_DESCRIPTION:
             refuse(
-                line,
+                declared.line_of("description"),
                 f"description is {len(sent)} characters as sent to the model "
                 f"(write tools add {WRITE_SUFFIX!r}); the limit is {MAX_DESCRIPTION}",
             )
-    if access is Access.READ and method != "GET":
+    if read and method != "GET":
         refuse(
             declared.line_of("access"),
             f"a read tool must be a GET action, not {method}; "
             "declare access=rastrillo.ToolWrite if it changes state (access defaults to read)",
         )
-    elif access is Access.WRITE and method == "GET":
+    elif write and method == "GET":
         refuse(
             declared.line_of("access"),
             "a write tool cannot be a GET action: GET must not change state",
         )
-    if access is Access.WRITE and confirm is not None and not confirm.strip():
+    if write and confirm is not None and not confirm.strip():
         refuse(
             declared.line_of("confirm"),
             "a write tool needs a confirm sentence, the question its human approves",

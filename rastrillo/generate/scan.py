@@ -155,8 +155,10 @@ def _takes_one_argument(args: ast.arguments) -> bool:
 
 def _binds_handle(node: ast.Assign | ast.ImportFrom) -> bool:
     if isinstance(node, ast.Assign):
-        return any(isinstance(t, ast.Name) and t.id == "handle" for t in node.targets)
-    return any((alias.asname or alias.name) == "handle" for alias in node.names)
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+    else:
+        names = [alias.asname or alias.name for alias in node.names]
+    return "handle" in names
 
 
 def _collisions(actions: list[ActionFile]) -> list[Problem]:

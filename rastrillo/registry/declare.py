@@ -460,16 +460,17 @@ def checked_tool_def(
     return defn
 
 
-_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
 
 
 def tool_id(method: str, path: str) -> str:
     """The stable tool id of a route: `POST /orders/{id}/cancel` → `orders_id_cancel_post`.
 
     Only letters, digits and `_`, never starting with a digit, so the id is a
-    valid tool name for every provider without renaming.
+    valid tool name for every provider without renaming: the runs of ASCII letters and
+    digits of the path and method, joined by `_`.
     """
-    ident = _NOT_ALNUM.sub("_", f"{path}_{method}").strip("_")
+    ident = "_".join(_ALNUM_RUN.findall(f"{path}_{method}"))
     if not ident or ident[0].isdigit():
         ident = "a_" + ident
     return ident.lower()

@@ -136,7 +136,7 @@ def test_tool_id(method: str, path: str, expected: str) -> None:
 def test_tool_id_turns_each_run_of_other_characters_into_one_underscore(
     method: str, path: str
 ) -> None:
-    """The rule as one regular expression, for the ASCII fast path to be held to."""
+    """The rule as one regular expression, for `tool_id`'s joined runs to be held to."""
     ident = re.sub(r"[^A-Za-z0-9]+", "_", f"{path}_{method}").strip("_").lower()
     if not ident or ident[0].isdigit():
         ident = "a_" + ident
