@@ -37,6 +37,7 @@ from typing import Any, Protocol, cast
 
 import sqlparse
 from sqlalchemy import (
+    Boolean,
     ClauseElement,
     Column,
     ColumnElement,
@@ -130,6 +131,11 @@ class Instant(TypeDecorator[datetime]):
 METADATA = MetaData()
 """The framework's own tables; every concern (sessions, approvals, audit,
 sidecar) defines its tables on this and :meth:`Database.open` creates them."""
+
+WHEN_ADDED = "rastrillo_when_added"
+"""A key of a framework column's ``info``: a function :meth:`Database.open` calls with the
+connection just after it added the column to a table an earlier version made, in the same
+transaction, for rows already there whose value is not the column's server default."""
 
 migrations_table = Table(
     "rastrillo_migrations",
@@ -517,6 +523,9 @@ class Database:
                     name = conn.dialect.identifier_preparer.format_table(table)
                     ddl = CreateColumn(column).compile(dialect=conn.dialect)
                     conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {ddl}")
+                    when_added: Callable[[Connection], object] | None
+                    if when_added := column.info.get(WHEN_ADDED):
+                        when_added(conn)
                 for index in table.indexes:
                     index.create(conn, checkfirst=True)
         if migrations_dir is not None:
@@ -550,6 +559,7 @@ class Database:
         """
         with self.read() as conn:
             inspector = inspect(conn)
+            _refuse_views(inspector, self.url)
             tables = set(inspector.get_table_names())
             to_add = [
                 _columns_to_add(METADATA.tables[name], inspector.get_columns(name), self.url)
@@ -863,16 +873,42 @@ def _columns_to_add(table: Table, found: list[Any], url: str) -> list[Column[Any
         if kind is None and column.server_default is not None:
             to_add.append(column)
             continue
-        stale = kind is None or (
-            isinstance(column.type, Instant) and isinstance(kind, Float | Numeric)
-        )
-        if stale:
+        if kind is None or not _readable(column.type, kind):
             raise ConfigError(
-                f"the database {make_url(url).render_as_string(hide_password=True)} was made "
-                f"by an earlier Rastrillo: its table {table.name} has no usable column "
-                f"{column.name}; move the database aside (a demo's can be deleted) and start again"
+                f"the database {_shown(url)} was made by an earlier Rastrillo, or changed "
+                f"since: its table {table.name} has no usable column {column.name}; move "
+                "the database aside (a demo's can be deleted) and start again"
             )
     return to_add
+
+
+def _readable(declared: TypeEngine[Any], found: TypeEngine[Any]) -> bool:
+    """Whether a column of the type ``found`` holds what this version reads as ``declared``.
+
+    Instants were once kept as numbers. A flag must be a boolean: any other type (an app's
+    own column under the framework's name) reads as true whatever was meant, or refuses
+    the boolean written."""
+    if isinstance(declared, Instant):
+        return not isinstance(found, Float | Numeric)
+    if isinstance(declared, Boolean):
+        return isinstance(found, Boolean)
+    return True
+
+
+def _refuse_views(inspector: Any, url: str) -> None:
+    """A view under a framework table's name (the app kept the table under another name) is
+    refused by name: the framework would write through it, or fail to add to it."""
+    views = sorted(METADATA.tables.keys() & set(inspector.get_view_names()))
+    if views:
+        raise ConfigError(
+            f"the database {_shown(url)} is not one this version can use: its {views[0]} is a "
+            "view, not the framework's table; rename or drop the view and start again"
+        )
+
+
+def _shown(url: str) -> str:
+    """A database URL as an error shows it: without its password."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def migration_files(migrations_dir: Path, dialect: str) -> list[tuple[str, Path]]:

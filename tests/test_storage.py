@@ -285,7 +285,7 @@ def test_a_framework_table_from_an_earlier_version_is_refused_at_start_saying_so
         " idle_seconds FLOAT NOT NULL, idle_expires FLOAT NOT NULL);"
     )
     old.close()
-    with pytest.raises(ConfigError, match=r"earlier Rastrillo: its table rastrillo_sessions"):
+    with pytest.raises(ConfigError, match=r"changed since: its table rastrillo_sessions"):
         Database(str(path)).open()
 
 

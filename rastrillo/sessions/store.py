@@ -23,23 +23,53 @@ from sqlalchemy import (
     Boolean,
     Column,
     ColumnElement,
+    Connection,
     Float,
     Index,
     String,
     Table,
     bindparam,
+    column,
     delete,
     false,
+    inspect,
     or_,
     select,
+    table,
     update,
 )
 
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
-from rastrillo.storage import METADATA, Database, DriverTransaction, Instant, Prepared
+from rastrillo.storage import (
+    METADATA,
+    WHEN_ADDED,
+    Database,
+    DriverTransaction,
+    Instant,
+    Prepared,
+)
 from rastrillo.visible import for_terminal
 
 log = logging.getLogger("rastrillo.sessions")
+
+_GRANT_SESSIONS = "rastrillo_agent_sessions"
+"""The table (``agents/grants.py``, a layer above) linking each session made for an agent
+grant's calls to its grant, named here for the upgrade below alone."""
+
+
+def _grant_sessions_are_agents(conn: Connection) -> None:
+    """When ``agent_only`` is added to a table an earlier version made: the sessions it made
+    for an agent grant's calls become the agent's alone, as this version makes them. Left
+    at the default, each would stay a person's session for its lifetime, and its id may
+    have leaked already (an earlier version sent it in a dispatched call's ``Cookie``)."""
+    if inspect(conn).has_table(_GRANT_SESSIONS):
+        linked = select(column("session_digest", String)).select_from(table(_GRANT_SESSIONS))
+        conn.execute(
+            update(sessions_table)
+            .where(sessions_table.c.id_digest.in_(linked))
+            .values(agent_only=True)
+        )
+
 
 sessions_table = Table(
     "rastrillo_sessions",
@@ -51,7 +81,13 @@ sessions_table = Table(
     Column("idle_seconds", Float, nullable=False),
     Column("idle_expires", Instant, nullable=False),
     # Its default is what a row made before the column is: a person's session.
-    Column("agent_only", Boolean, nullable=False, server_default=false()),
+    Column(
+        "agent_only",
+        Boolean,
+        nullable=False,
+        server_default=false(),
+        info={WHEN_ADDED: _grant_sessions_are_agents},
+    ),
     Index("rastrillo_sessions_user", "user_id"),
 )
 
