@@ -48,6 +48,7 @@ from rastrillo.pages.approvals import approval_routes
 from rastrillo.pages.headers import SecurityHeaders, secured
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
+from rastrillo.router import Match, Router
 from rastrillo.routing import (
     FRAMEWORK_PREFIX,
     HEALTH_PATH,
@@ -55,9 +56,7 @@ from rastrillo.routing import (
     READY_PATH,
     STATIC_PREFIX,
     VERSION_PATH,
-    Match,
     Route,
-    Router,
     raw_path,
 )
 from rastrillo.sessions.middleware import RequestSession, pending_session

@@ -1,18 +1,16 @@
-"""Filesystem routing: from an action file's path to a route, and matching.
+"""Filesystem routing: from an action file's path to a route, and a route path's parts.
 
 An action is ``actions/<dirs>/<name>.<METHOD>.py``. Its route path is the
 directories plus ``name``; ``[param]`` becomes ``{param}``; ``index`` adds no
-segment. Matching happens on the segments of the raw, still percent-encoded
-path, and a parameter is decoded only after matching, so an encoded slash
-(``%2F``) never adds a segment.
+segment. Matching a request to a route is `rastrillo.router`'s: `rastrillo generate`
+needs this module and not that one (nor the URL parsing it imports).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote
 
 from rastrillo.awaitable import is_async_callable
 from rastrillo.errors import RastrilloError
@@ -91,7 +89,7 @@ class Route:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", is_async_callable(self.handle))
-        parts = _split(self.path) or []
+        parts = split_path(self.path) or []
         params = tuple(
             (i, name) for i, part in enumerate(parts) if (name := param_name(part)) is not None
         )
@@ -123,9 +121,10 @@ def route_for_file(relative: str) -> tuple[str, str]:
     if name != "index":
         segments.append(_segment(name))
     path = "/" + "/".join(segments)
-    params = path_params(path)
-    if len(params) != len(set(params)):
-        raise RouteFileError(f"a path parameter appears twice in {path}")
+    if path.count("{") > 1:  # only a path with two parameters can give one name twice
+        params = path_params(path)
+        if len(params) != len(set(params)):
+            raise RouteFileError(f"a path parameter appears twice in {path}")
     return method, path
 
 
@@ -163,103 +162,12 @@ def route_shape(path: str) -> str:
 
 def fill_path(path: str, values: Mapping[str, str]) -> str:
     """The raw path of a route with its parameters filled in, each percent-encoded whole."""
+    from urllib.parse import quote  # here: with ipaddress, a twelfth of generate's imports
+
     return "/".join(
         s if (name := param_name(s)) is None else quote(values[name], safe="")
         for s in path.split("/")
     )
-
-
-class _Node:
-    __slots__ = ("literal", "param", "routes")
-
-    def __init__(self) -> None:
-        self.literal: dict[str, _Node] = {}
-        self.param: _Node | None = None
-        self.routes: dict[str, Route] = {}
-
-
-@dataclass(frozen=True)
-class Match:
-    """A matched route with its decoded path parameters."""
-
-    route: Route
-    params: dict[str, str]
-
-
-class Router:
-    """Matches (method, raw path) to a route; literal segments win over parameters."""
-
-    def __init__(self, routes: Sequence[Route]) -> None:
-        self._root = _Node()
-        self._routes = {(route.method, route.path): route for route in routes}
-        for route in routes:
-            node = self._root
-            segments = _split(route.path)
-            if segments is None:
-                raise ValueError(
-                    f"route path {route.path!r} must start with / and have no empty segment"
-                )
-            for seg in segments:
-                if param_name(seg) is not None:
-                    node.param = node.param or _Node()
-                    node = node.param
-                else:
-                    node = node.literal.setdefault(seg, _Node())
-            if route.method in node.routes:
-                raise RastrilloError(
-                    f"two routes for {route.method} {route.path}: "
-                    f"{node.routes[route.method].source} and {route.source}"
-                )
-            node.routes[route.method] = route
-
-    def match(self, method: str, raw_path: str) -> Match | None:
-        """The route for this method and raw path, with its parameters; None if there is none.
-
-        ``HEAD`` is answered by the ``GET`` route.
-        """
-        segments = _split(raw_path)
-        node = None if segments is None else self._find(self._root, segments, 0)
-        route = None if node is None else node.routes.get("GET" if method == "HEAD" else method)
-        if route is None:
-            return None
-        assert segments is not None
-        return Match(route, _param_values(route, segments))
-
-    def allowed_methods(self, raw_path: str) -> list[str]:
-        """The methods some route answers at this raw path, sorted; empty if none does."""
-        segments = _split(raw_path)
-        node = None if segments is None else self._find(self._root, segments, 0)
-        return [] if node is None else sorted(node.routes)
-
-    def match_route(self, method: str, pattern: str, params: Mapping[str, str]) -> Match | None:
-        """The route ``pattern`` itself, with ``params`` as its parameters' values.
-
-        For a dispatched tool call: it reaches exactly its tool's route, never a
-        literal sibling (``/notes/export`` for ``/notes/{id}`` with id ``export``),
-        and its parameters are the values dispatch put in the path, not read back
-        from it. None when there is no such route, or ``params`` are not exactly its
-        parameters, each a non-empty value.
-        """
-        route = self._routes.get(("GET" if method == "HEAD" else method, pattern))
-        if route is None or len(params) != len(route.params):
-            return None
-        for _, name in route.params:
-            if not params.get(name):
-                return None
-        return Match(route, dict(params))
-
-    def _find(self, node: _Node, segments: list[str], i: int) -> _Node | None:
-        if i == len(segments):
-            return node if node.routes else None
-        seg = segments[i]
-        child = node.literal.get(unquote(seg))
-        if child is not None:
-            found = self._find(child, segments, i + 1)
-            if found is not None:
-                return found
-        if node.param is not None and seg:
-            return self._find(node.param, segments, i + 1)
-        return None
 
 
 def raw_path(scope: Mapping[str, Any]) -> str:
@@ -269,8 +177,9 @@ def raw_path(scope: Mapping[str, Any]) -> str:
     return raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
 
 
-def _split(path: str) -> list[str] | None:
-    """Split a raw path into segments; `/` is no segment, one trailing `/` is ignored."""
+def split_path(path: str) -> list[str] | None:
+    """Split a raw path into segments; `/` is no segment, one trailing `/` is ignored; None
+    for a path that does not start with `/` or has an empty segment."""
     if not path.startswith("/"):
         return None
     body = path[1:]
@@ -280,7 +189,3 @@ def _split(path: str) -> list[str] | None:
         return []
     segments = body.split("/")
     return None if "" in segments else segments
-
-
-def _param_values(route: Route, segments: list[str]) -> dict[str, str]:
-    return {name: unquote(segments[i]) for i, name in route.params}

@@ -142,7 +142,8 @@ def test_a_command_builds_and_imports_no_other_command(capsys) -> None:
 def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_path) -> None:
     """`rastrillo generate` over an app with no problem and no pattern imports neither the
     terminal escaping (and `typing`) nor the pattern checks: a tenth of its imports; nor
-    `pathlib` (with `fnmatch`), which generate does without."""
+    `pathlib` (with `fnmatch`), which generate does without; nor the request matching and
+    its URL parsing (`rastrillo.router`, `urllib.parse`)."""
     action = tmp_path / "actions" / "orders" / "[id].GET.py"
     action.parent.mkdir(parents=True)
     action.write_text(
@@ -166,5 +167,7 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
         "rastrillo.visible",
         "rastrillo.registry.backtrack",
         "rastrillo.registry.pattern",
+        "rastrillo.router",
+        "urllib.parse",
     }
     assert not loaded & lazy

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rastrillo.errors import RastrilloError
-from rastrillo.routing import Match, Route, RouteFileError, Router, route_for_file
+from rastrillo.router import Match, Router
+from rastrillo.routing import Route, RouteFileError, route_for_file
 
 
 @pytest.mark.parametrize(
