@@ -32,8 +32,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # minute. The machine's pip puts uv into the venv (no ensurepip); pip is installed too,
 # for `.venv/bin/pip`. Then the bytecode, on every core, of all but the packages only a
 # test or two import (the model providers' SDKs and pydantic-ai's, pip, pygments): those
-# are three quarters of the 11,000 files, and their share of the compiling about 19 s
-# of CPU; they are compiled when first imported instead.
+# are three quarters of the 11,000 files and about half the CPU of compiling them all;
+# they are compiled when first imported instead.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv --without-pip $(VENV)
 	python3 -m pip --python $(PY) install --quiet --disable-pip-version-check '$(UV)'

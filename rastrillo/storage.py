@@ -513,9 +513,26 @@ class Database:
         files = migration_files(migrations_dir, dialect) if migrations_dir is not None else []
         if self._is_current(files):
             return
+        try:
+            self._make_tables()
+        except DBAPIError as exc:
+            if is_unavailable(exc):
+                raise
+            # A role that may use the rows but not make or alter the tables, say.
+            said = " ".join(str(exc.orig).split())
+            raise ConfigError(
+                f"the database {_shown(self.url)} refused to make or bring up to date the "
+                f"framework's tables ({said}): start this version once as a role that may "
+                "create and alter them (their owner), then as this one again"
+            ) from exc
+        if migrations_dir is not None:
+            self.migrate(migrations_dir)
+
+    def _make_tables(self) -> None:
+        """The framework's tables made, and one an earlier version made given the columns
+        and indexes added since, in one write transaction."""
         with self.write() as conn:
             METADATA.create_all(conn)
-            # A table an earlier version made lacks the columns and indexes added since.
             inspector = inspect(conn)
             for table in METADATA.sorted_tables:
                 found = inspector.get_columns(table.name)
@@ -528,8 +545,6 @@ class Database:
                         when_added(conn)
                 for index in table.indexes:
                     index.create(conn, checkfirst=True)
-        if migrations_dir is not None:
-            self.migrate(migrations_dir)
 
     def start(
         self, migrations_dir: Path | None, setup: Callable[[Database], object] | None = None

@@ -161,13 +161,18 @@ def sign_in(ctx: Context, user_id: str | int) -> str:
 
     A new id at every sign-in means a session id planted before sign-in
     (session fixation) is worth nothing after it. Returns the new id.
+
+    Signed in inside a dispatched tool call, the session is an agent's (``agent_only``),
+    as the session the call ran in: made in the agent's call, its id goes back to the
+    code that dispatched it, and outside a tool call it must sign nobody in.
     """
     state = request_session(ctx)
     if state.id is not None:
         delete_session(ctx.db, state.id)
     user = str(user_id)
     idle, lifetime = ctx.options.session_idle, ctx.options.session_lifetime
-    new_id = create_session(ctx.db, user, idle=idle, lifetime=lifetime)
+    agent_only = ctx.request.scope.get(TOOL_CALL_SCOPE_KEY) is not None
+    new_id = create_session(ctx.db, user, idle=idle, lifetime=lifetime, agent_only=agent_only)
     _set(ctx, state, new_id, user)
     state.set_cookie = state.middleware.cookie_header(new_id, lifetime)
     return new_id

@@ -13,11 +13,13 @@ served by uvicorn on loopback.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from rastrillo.agents.grants import Grant
 from rastrillo.app import App
@@ -161,3 +163,41 @@ def test_a_column_of_the_apps_own_under_the_framework_s_name_is_refused(
         assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 2
     finally:
         db.dispose()
+
+
+@pytest.mark.postgres
+def test_a_role_that_may_not_alter_the_table_is_told_so_in_one_line(
+    app_dir: Path, pg_url: str
+) -> None:
+    """Production often runs the app as a role that reads and writes rows but owns no
+    table. Started by it, the upgrade cannot add the column: ``python app.py`` says so in
+    one line and what to do (start this version once as the tables' owner), not the
+    driver's traceback; nothing is changed, and the owner's start then upgrades it."""
+    made_before_the_column(app_dir, pg_url)
+    role = f"app_{secrets.token_hex(4)}"
+    owner = Database(pg_url)
+    owner.execute(f"CREATE ROLE {role} LOGIN")
+    owner.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
+    as_role = make_url(pg_url).set(username=role).render_as_string(hide_password=False)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(app_dir / "app.py"), "--db", as_role],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1
+        [line] = done.stderr.splitlines()
+        assert line.startswith("error: the database ")
+        assert "rastrillo_sessions" in line and "must be owner of table" in line
+        assert "start this version once as a role that may" in line
+        assert not owner.query(
+            "SELECT 1 FROM information_schema.columns WHERE column_name = 'agent_only'"
+        )
+        _start(app_dir, pg_url)  # as the owner: upgraded, the grant's session marked
+        rows = owner.query("SELECT agent_only FROM rastrillo_sessions ORDER BY agent_only")
+        assert [row.agent_only for row in rows] == [False, True]
+    finally:
+        owner.execute(f"DROP OWNED BY {role}")
+        owner.execute(f"DROP ROLE {role}")
+        owner.dispose()
