@@ -15,10 +15,8 @@ import dataclasses
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -37,7 +35,7 @@ from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
-from tests.browser.hostile import hostile_site
+from tests.browser.hostile import hostile_site, loopback_site
 from tests.support import TLS
 
 pytestmark = pytest.mark.browser
@@ -92,29 +90,8 @@ def callback() -> Iterator[tuple[str, list[str]]]:
     """The client's local listener for the authorization's redirect: its callback URL,
     and the URL of each request it answered (``You can close this window.``)."""
     answers: list[str] = []
-
-    class Callback(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            answers.append(f"http://127.0.0.1:{self.server.server_address[1]}{self.path}")
-            body = b"You can close this window."
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Callback)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/callback", answers
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with loopback_site(b"You can close this window.", "text/plain", seen=answers) as root:
+        yield root + "callback", answers
 
 
 class Person:

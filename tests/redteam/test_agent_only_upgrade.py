@@ -123,6 +123,24 @@ def _start(app_dir: Path, db_url: str) -> None:
     App(dataclasses.replace(load_options(app_dir), db=db_url)).start().db.dispose()
 
 
+def _run(db_url: str, *statements: str) -> None:
+    """The app's own changes to its database, made outside the framework."""
+    db = Database(db_url)
+    try:
+        for statement in statements:
+            db.execute(statement)
+    finally:
+        db.dispose()
+
+
+def _rows(db_url: str, table: str) -> int:
+    db = Database(db_url)
+    try:
+        return int(db.query_one(f"SELECT COUNT(*) AS n FROM {table}").n)
+    finally:
+        db.dispose()
+
+
 def test_a_view_in_the_place_of_a_framework_table_is_refused_by_name(
     app_dir: Path, db_url: str
 ) -> None:
@@ -130,17 +148,14 @@ def test_a_view_in_the_place_of_a_framework_table_is_refused_by_name(
     place: refused at start as a ConfigError naming it, not the database's own error (a
     traceback for whoever starts the app), and the rows behind the view kept."""
     made_before_the_column(app_dir, db_url)
-    db = Database(db_url)
-    db.execute("ALTER TABLE rastrillo_sessions RENAME TO old_sessions")
-    db.execute("CREATE VIEW rastrillo_sessions AS SELECT * FROM old_sessions")
-    db.dispose()
+    _run(
+        db_url,
+        "ALTER TABLE rastrillo_sessions RENAME TO old_sessions",
+        "CREATE VIEW rastrillo_sessions AS SELECT * FROM old_sessions",
+    )
     with pytest.raises(ConfigError, match="rastrillo_sessions is a view"):
         _start(app_dir, db_url)
-    db = Database(db_url)
-    try:
-        assert db.query_one("SELECT COUNT(*) AS n FROM old_sessions").n == 2
-    finally:
-        db.dispose()
+    assert _rows(db_url, "old_sessions") == 2
 
 
 @pytest.mark.parametrize("kind", ["TEXT", "INTEGER"])
@@ -153,16 +168,10 @@ def test_a_column_of_the_apps_own_under_the_framework_s_name_is_refused(
     PostgreSQL a grant's session could not be written, a failure at the first MCP call).
     Refused at start, naming the table and the column; the app's values kept."""
     made_before_the_column(app_dir, db_url)
-    db = Database(db_url)
-    db.execute(f"ALTER TABLE rastrillo_sessions ADD COLUMN agent_only {kind} DEFAULT '0'")
-    db.dispose()
+    _run(db_url, f"ALTER TABLE rastrillo_sessions ADD COLUMN agent_only {kind} DEFAULT '0'")
     with pytest.raises(ConfigError, match="rastrillo_sessions has no usable column agent_only"):
         _start(app_dir, db_url)
-    db = Database(db_url)
-    try:
-        assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 2
-    finally:
-        db.dispose()
+    assert _rows(db_url, "rastrillo_sessions") == 2
 
 
 @pytest.mark.postgres
