@@ -193,10 +193,10 @@ def supported_url(url: str) -> URL:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"cannot read the database URL: {exc}") from exc
-    shown = parsed.render_as_string(hide_password=True)
+    shown = _shown(parsed)
     backend = parsed.get_backend_name()
     if backend == "postgres":  # Heroku's and libpq's spelling, which SQLAlchemy refuses
-        meant = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=True)
+        meant = _shown(parsed.set(drivername="postgresql+psycopg"))
         raise ConfigError(f"{shown}: SQLAlchemy reads no postgres:// URL; write {meant}")
     if backend not in ("sqlite", "postgresql"):
         raise ConfigError(f"{shown}: Rastrillo runs on SQLite and PostgreSQL only")
@@ -302,9 +302,8 @@ class Database:
                     pool_timeout=_POOL_TIMEOUT_SECONDS,
                 )
             except (ImportError, NoSuchModuleError) as exc:
-                shown = parsed.render_as_string(hide_password=True)
                 raise ConfigError(
-                    f"no driver for {shown} ({exc}): install psycopg and write the URL as "
+                    f"no driver for {_shown(parsed)} ({exc}): install psycopg and write the URL as "
                     "postgresql+psycopg://user:password@host/database"
                 ) from exc
             dialect = self.engine.dialect
@@ -921,7 +920,7 @@ def _refuse_views(inspector: Any, url: str) -> None:
         )
 
 
-def _shown(url: str) -> str:
+def _shown(url: str | URL) -> str:
     """A database URL as an error shows it: without its password."""
     return make_url(url).render_as_string(hide_password=True)
 

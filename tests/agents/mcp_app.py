@@ -13,6 +13,17 @@ from rastrillo.sessions import cookie_name, create_session
 from rastrillo.storage import Database
 from tests.support import TLS, write_app
 
+
+def tools_call(name: str, arguments: dict[str, object], request_id: int = 1) -> dict[str, object]:
+    """The JSON-RPC body of an MCP ``tools/call`` request, as a client posts it to /mcp."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
 ACTIONS = {
     "notes/index.GET.py": """
         import rastrillo

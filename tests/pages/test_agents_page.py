@@ -11,7 +11,7 @@ from rastrillo.agents import grants
 from rastrillo.sessions import revoke_user
 from rastrillo.testing import TestApp
 from rastrillo.tools import consent
-from tests.agents.mcp_app import make_app
+from tests.agents.mcp_app import make_app, tools_call
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 MCP_HEADERS = {
@@ -97,12 +97,7 @@ def test_without_the_lifespan_mcp_says_so(tmp_path):
 
 def test_a_token_outlives_the_users_signed_in_sessions(t):
     token = new_token(signed_in(t, "3"))
-    call = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": "notes_get", "arguments": {}},
-    }
+    call = tools_call("notes_get", {}, request_id=2)
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     first = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert first["structuredContent"]["user"] == "3"
@@ -110,12 +105,7 @@ def test_a_token_outlives_the_users_signed_in_sessions(t):
     again = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert again["isError"] is False and again["structuredContent"]["user"] == "3"
     revoke_user(t.db, "3")
-    write = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "notes_post", "arguments": {"body": "hi"}},
-    }
+    write = tools_call("notes_post", {"body": "hi"}, request_id=3)
     proposed = t.client.post("/mcp", json=write, headers=headers).json()["result"]
     assert proposed["isError"] is True and "approve" in proposed["content"][0]["text"]
     approval = proposed["_meta"]["rastrillo/approval"]["id"]

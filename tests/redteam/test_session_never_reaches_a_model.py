@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from rastrillo.agents import grants
 from rastrillo.sessions import cookie_name
 from rastrillo.testing import TestApp
-from tests.agents.mcp_app import ACTIONS, FILES
+from tests.agents.mcp_app import ACTIONS, FILES, tools_call
 from tests.support import write_app
 
 HEADERS_TOOL = """
@@ -52,12 +52,7 @@ def test_no_tool_can_return_the_session_a_write_could_be_approved_with(app: Test
     }
 
     def call(name: str, arguments: dict[str, str]) -> dict[str, object]:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        }
+        body = tools_call(name, arguments)
         result: dict[str, object] = app.client.post("/mcp", json=body, headers=headers).json()[
             "result"
         ]
@@ -100,12 +95,7 @@ def test_a_grants_session_decides_nothing_outside_a_tool_call(app: TestApp) -> N
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2025-11-25",
     }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "notes_post", "arguments": {"body": "leaked"}},
-    }
+    body = tools_call("notes_post", {"body": "leaked"})
     pending = app.client.post("/mcp", json=body, headers=headers).json()["result"]
     url = pending["_meta"]["rastrillo/approval"]["url"]
     model = TestClient(app.app, base_url=app.app.origin, follow_redirects=False)
