@@ -42,6 +42,7 @@ from sqlalchemy import (
 )
 
 from rastrillo.errors import ConfigError
+from rastrillo.logs import Repeats
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
 from rastrillo.storage import (
     METADATA,
@@ -183,13 +184,7 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
     if row is None:
         return None
     if row.agent_only and not tool_call:
-        # The digest, not the id: the log must be no road to a live session either.
-        log.warning(
-            "a session made for an agent's calls was presented outside a tool call and "
-            "taken for none (user %s, session digest %s…)",
-            for_terminal(row.user_id),
-            digest[:12],
-        )
+        _presented_outside(db, digest, row.user_id)
         return None
     alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
     if not alive:
@@ -201,6 +196,31 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
                 update(sessions_table).where(_with_digest(digest)).values(idle_expires=touch)
             )
     return Session(session_id, row.user_id)
+
+
+_PRESENTED = Repeats()
+"""The agent sessions presented outside a tool call, per digest: whoever holds a leaked id
+sends as many requests as they like, and needs no account to."""
+
+
+def _presented_outside(db: Database, digest: str, user_id: str) -> None:
+    """Say that an agent's session was presented outside a tool call: its id leaked. The
+    first time, then at most once a minute per session, with how many were held back."""
+    due = _PRESENTED.due(digest, db.clock.monotonic())
+    if due is None:
+        return
+    held = ""
+    if due.held:
+        of = "of it and of other sessions" if due.shared else "of it"
+        held = f" ({due.held} more presentations {of} held back since the last line)"
+    # The digest, not the id: the log must be no road to a live session either.
+    log.warning(
+        "a session made for an agent's calls was presented outside a tool call and "
+        "taken for none (user %s, session digest %s…)%s",
+        for_terminal(user_id),
+        digest[:12],
+        held,
+    )
 
 
 _FIND_FOR_UPDATE = Prepared(_LOOKUP.with_for_update())
