@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rastrillo import limits, sessions, threads
 from rastrillo.agents import MCP_PATH
 from rastrillo.availability import UnavailableMiddleware, readiness, retryable, unavailable
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context, is_tool_call
 from rastrillo.csrf import CSRFMiddleware, canonical_origin
 from rastrillo.drain import Drain
 from rastrillo.errors import ConfigError
@@ -201,7 +201,7 @@ class App:
             await self._lifespan(receive, send)
             return
         # A tool call goes to its tool's route only, never /mcp or a framework endpoint.
-        if scope["type"] == "http" and TOOL_CALL_SCOPE_KEY not in scope:
+        if scope["type"] == "http" and not is_tool_call(scope):
             path = raw_path(scope)
             if self._mcp is not None and path == MCP_PATH:
                 await self._mcp(scope, receive, send)

@@ -31,6 +31,15 @@ USER_SCOPE_KEY = "rastrillo.user_id"
 """ASGI scope key where the session middleware puts the signed-in user's id."""
 
 
+def is_tool_call(scope: Mapping[str, Any]) -> bool:
+    """Whether a request is a dispatched tool call: its scope carries the marker.
+
+    The one test of it, for every layer that treats a tool call apart (CSRF, sign-in, the
+    approval of a write, the framework's own endpoints); a layer that reads the marker's
+    fields takes the marker itself from the scope."""
+    return scope.get(TOOL_CALL_SCOPE_KEY) is not None
+
+
 class Host(Protocol):
     """What ``ctx`` reads of the app serving the request (`rastrillo.App` is one)."""
 

@@ -24,7 +24,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.context import is_tool_call
 from rastrillo.errors import ConfigError
 from rastrillo.visible import for_terminal
 
@@ -112,7 +112,7 @@ class CSRFMiddleware:
         if (
             scope["type"] == "http"
             and scope["method"] not in SAFE_METHODS
-            and scope.get(TOOL_CALL_SCOPE_KEY) is None
+            and not is_tool_call(scope)
         ):
             reason = refusal(scope["method"], Headers(scope=scope), self.origin)
             if reason is not None:

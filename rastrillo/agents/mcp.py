@@ -32,14 +32,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import mcp_types as types
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
@@ -227,8 +226,7 @@ class McpEndpoint:
             get_tool_input_schema=self._schemas.get,
         )
         server.middleware[:] = [
-            _WhenTraced(m) if isinstance(m, OpenTelemetryMiddleware) else m
-            for m in server.middleware
+            _WhenTraced(m) if _is_sdk_tracing(m) else m for m in server.middleware
         ]
         self._codec = _StateCodec()
         security = RequestStateSecurity(codec=self._codec, ttl=state_ttl, bind_principal=_principal)
@@ -418,7 +416,7 @@ class _WhenTraced:
     after startup is seen at once.
     """
 
-    def __init__(self, traced: OpenTelemetryMiddleware) -> None:
+    def __init__(self, traced: Callable[..., Awaitable[HandlerResult]]) -> None:
         self._traced = traced
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
@@ -428,6 +426,16 @@ class _WhenTraced:
 
 
 _TRACEPARENT = "traceparent"
+
+
+def _is_sdk_tracing(middleware: object) -> bool:
+    """Whether a middleware the SDK's ``Server`` starts with is its OpenTelemetry one.
+
+    Told by the class's name, not imported: it lives in a private module
+    (``mcp.server._otel``) that a minor release of the SDK may move, and an import
+    would then stop every app with MCP from starting. Renamed, it is simply not
+    recognised and runs at every call, as the SDK itself runs it."""
+    return type(middleware).__name__ == "OpenTelemetryMiddleware"
 
 
 def _tracing() -> bool:

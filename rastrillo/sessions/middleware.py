@@ -20,7 +20,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import threads
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, is_tool_call
 from rastrillo.errors import ConfigError
 from rastrillo.options import DEFAULT_SESSION_LIFETIME
 from rastrillo.sessions.store import (
@@ -171,7 +171,7 @@ def sign_in(ctx: Context, user_id: str | int) -> str:
         delete_session(ctx.db, state.id)
     user = str(user_id)
     idle, lifetime = ctx.options.session_idle, ctx.options.session_lifetime
-    agent_only = ctx.request.scope.get(TOOL_CALL_SCOPE_KEY) is not None
+    agent_only = is_tool_call(ctx.request.scope)
     new_id = create_session(ctx.db, user, idle=idle, lifetime=lifetime, agent_only=agent_only)
     _set(ctx, state, new_id, user)
     state.set_cookie = state.middleware.cookie_header(new_id, lifetime)

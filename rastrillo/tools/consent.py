@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 
 from rastrillo.actor import Approval
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context
+from rastrillo.context import USER_SCOPE_KEY, Context, is_tool_call
 from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import Arg, ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, BadArg, ToolError, TooManyApprovals
@@ -471,7 +471,7 @@ def _deciding_user(source: Request | Context | str) -> str | None:
     if isinstance(source, str):
         return source
     request: Request = source.request if isinstance(source, Context) else source
-    if request.scope.get(TOOL_CALL_SCOPE_KEY) is not None:
+    if is_tool_call(request.scope):
         raise ToolError("an approval is decided by a human in their own session, not a tool call")
     return request.scope.get(USER_SCOPE_KEY)
 

@@ -14,8 +14,9 @@ from rastrillo.storage import Database
 from tests.support import TLS, write_app
 
 
-def tools_call(name: str, arguments: dict[str, object], request_id: int = 1) -> dict[str, object]:
-    """The JSON-RPC body of an MCP ``tools/call`` request, as a client posts it to /mcp."""
+def tools_call(name: object, arguments: object, request_id: int = 1) -> dict[str, object]:
+    """The JSON-RPC body of an MCP ``tools/call`` request, as a client posts it to /mcp
+    (a hostile one's name and arguments of any JSON type included)."""
     return {
         "jsonrpc": "2.0",
         "id": request_id,

@@ -23,10 +23,11 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel.server import Server as SdkServer
 from mcp.shared.exceptions import MCPError
 
 from rastrillo.agents import grants
-from rastrillo.agents.mcp import APPROVAL_META, state_key
+from rastrillo.agents.mcp import APPROVAL_META, _is_sdk_tracing, state_key
 from rastrillo.loader import load_options
 from rastrillo.registry.schemas import schemas
 from rastrillo.storage import Database
@@ -285,6 +286,13 @@ with TestApp(app_dir, tmp, mcp=True) as t:
     assert answer.status_code == 200 and answer.json()["result"]["isError"] is False, answer.text
 print(spans)
 """
+
+
+def test_the_sdks_tracing_middleware_is_recognised_so_an_untraced_app_skips_its_span():
+    """/mcp runs the SDK's OpenTelemetry middleware only when a span could be seen, telling
+    it by its class's name (its module is private). An SDK release that renames it fails
+    here, not by running a span at every call unnoticed."""
+    assert [_is_sdk_tracing(m) for m in SdkServer("app").middleware] == [True]
 
 
 def test_an_app_that_traces_gets_the_sdks_span_for_each_call(tmp_path):

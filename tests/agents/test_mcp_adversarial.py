@@ -28,7 +28,7 @@ from rastrillo.registry.errors import ApprovalInvalid
 from rastrillo.storage import Database
 from rastrillo.testing import TestApp
 from rastrillo.tools import ConfirmRequired
-from tests.agents.mcp_app import Person, make_app
+from tests.agents.mcp_app import Person, make_app, tools_call
 from tests.support import TLS, Server, free_port
 
 TOOLS = ["notes_get", "notes_post", "notes_id_get"]
@@ -47,12 +47,7 @@ class Served:
 
     def call(self, token: str, name: object, arguments: object) -> dict:
         """A raw ``tools/call``: the JSON-RPC answer as a dict."""
-        body = {
-            "jsonrpc": "2.0",
-            "id": 7,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        }
+        body = tools_call(name, arguments, request_id=7)
         with httpx.Client(verify=TLS, timeout=30) as http:
             answer = http.post(
                 self.url, json=body, headers={**HEADERS, "Authorization": f"Bearer {token}"}
@@ -403,12 +398,7 @@ def test_a_body_read_ahead_for_the_size_check_reaches_the_sdk_whole(served):
     byte, however the body is cut or however large it is."""
     s = served
     token = s.alice.token("big")
-    body = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {"name": "notes_id_get", "arguments": {"id": "9" * 100_000}},
-    }
+    body = tools_call("notes_id_get", {"id": "9" * 100_000}, request_id=7)
     raw = json.dumps(body).encode()
 
     def chunks():

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from rastrillo.app import App
+from tests.agents.mcp_app import tools_call
 from tests.browser.chromium import ARTIFACTS, PHONE
 from tests.browser.test_tickets import ALICE, CANCEL, Person, sign_in
 from tests.support import TLS
@@ -23,12 +24,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Versio
 
 
 def call(app: App, token: str, tool: str, args: dict) -> httpx.Response:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": args},
-    }
+    body = tools_call(tool, args)
     return httpx.post(
         app.origin + "/mcp",
         json=body,

@@ -27,7 +27,7 @@ from rastrillo.sessions import cookie_name, create_session
 from rastrillo.sessions.store import session_digest
 from rastrillo.testing import TestApp, live_server
 from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
-from tests.agents.mcp_app import ACTIONS
+from tests.agents.mcp_app import ACTIONS, tools_call
 from tests.support import TLS, write_app
 
 PAGES = {
@@ -159,12 +159,7 @@ def test_a_grants_session_still_acts_in_a_tool_call(served: App) -> None:
     ran = dispatch_sync(served, dataclasses.replace(write, approval=pending.value.approval_id))
     assert ran.status == 201 and ran.json()["by"].startswith("agent:claude")
     _, token, _ = grants.personal_token(served.db, user_id="3", agent="desk")
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "session_agent_only_get", "arguments": {}},
-    }
+    body = tools_call("session_agent_only_get", {})
     headers = {
         "Authorization": f"Bearer {token}",
         "Accept": "application/json, text/event-stream",

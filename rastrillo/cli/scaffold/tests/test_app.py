@@ -22,6 +22,20 @@ def test_adding_a_note(tmp_path):
     assert "buy milk" in app.client.get("/").text
 
 
+def test_a_note_with_no_text_is_refused_with_a_message(tmp_path):
+    app = TestApp(APP_DIR, tmp_path)
+    said = {
+        "": "body: is required",
+        "x" * 2001: "body: must be a string of 1 to 2000 characters",
+        "   ": "A note needs some text.",
+    }
+    for body, message in said.items():
+        form = {"body": body} if body else {}
+        response = app.client.post("/notes", data=form, follow_redirects=False)
+        assert response.status_code == 400 and response.text.startswith(message)
+    assert app.db.query("SELECT count(*) AS n FROM notes")[0].n == 0
+
+
 def test_an_agent_adds_a_note_once_the_user_approves(tmp_path):
     app = TestApp(APP_DIR, tmp_path)
     agent = app.agent("assistant", user_id=1)
