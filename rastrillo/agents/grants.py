@@ -544,13 +544,13 @@ def _revoke_in(conn: Connection, now: datetime, condition: list[Any]) -> int:
     return len(live)
 
 
-def _user_revoked(conn: Connection, now: datetime, user_id: str) -> None:
-    """``sessions.revoke_user``'s end of the grants: every grant of the user revoked, as
-    if one by one on the agents page."""
+def revoke_all_in(conn: Connection, now: datetime, user_id: str) -> None:
+    """``sessions.revoke_user``'s end of the grants: every grant of the user revoked in the
+    caller's write transaction, as if one by one on the agents page."""
     _revoke_in(conn, now, [grants_table.c.user_id == user_id])
 
 
-grants_table.info[WHEN_USER_REVOKED] = _user_revoked
+grants_table.info[WHEN_USER_REVOKED] = revoke_all_in
 
 
 def revoke_token(db: Database, token: str) -> bool:

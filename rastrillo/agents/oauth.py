@@ -87,7 +87,7 @@ from mcp.shared.auth import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl
-from sqlalchemy import Boolean, Column, String, Table, Text, delete, select, update
+from sqlalchemy import Boolean, Column, Connection, String, Table, Text, delete, select, update
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -99,6 +99,7 @@ from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.routing import AUTHORIZATION_SERVER_PATH
 from rastrillo.sessions import throttle
+from rastrillo.sessions.store import WHEN_USER_REVOKED
 from rastrillo.storage import METADATA, Database, Instant
 
 __all__ = [
@@ -206,6 +207,25 @@ authorizations_table = Table(
     Column("replayed_at", Instant),
     Column("grant_id", String(64)),
 )
+
+
+def _user_revoked(conn: Connection, now: datetime, user_id: str) -> None:
+    """``sessions.revoke_user``'s end of the codes the user allowed: one not traded yet
+    expires (the session that allowed it may be a thief's, and the grant is made only
+    when it is traded); one being traded now is marked as a replay, which the trade
+    finds when it links its grant, and revokes it; then the user's grants are revoked
+    again, a grant such a trade linked meanwhile among them."""
+    table = authorizations_table
+    allowed = [table.c.user_id == user_id, table.c.code_digest.is_not(None)]
+    unused = [table.c.used_at.is_(None), table.c.expires_at > now]
+    conn.execute(update(table).where(*allowed, *unused).values(expires_at=now))
+    trading = [table.c.used_at.is_not(None), table.c.grant_id.is_(None)]
+    unmarked = table.c.replayed_at.is_(None)
+    conn.execute(update(table).where(*allowed, *trading, unmarked).values(replayed_at=now))
+    grants.revoke_all_in(conn, now, user_id)
+
+
+authorizations_table.info[WHEN_USER_REVOKED] = _user_revoked
 
 
 class AuthorizationGone(LookupError):

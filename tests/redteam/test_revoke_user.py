@@ -33,7 +33,10 @@ from rastrillo.sessions import cookie_name, create_session, revoke_user
 from rastrillo.storage import Database
 from rastrillo.testing import live_server
 from tests.agents.mcp_app import ACTIONS
+from tests.agents.test_oauth import Server as OAuthServer
+from tests.agents.test_oauth import pkce
 from tests.support import TLS, write_app
+from tests.tools._tools_app import build
 
 PAGES = {
     **ACTIONS,
@@ -192,3 +195,28 @@ def test_a_process_that_never_loaded_the_grants_refuses_to_leave_them_live(
     assert grants.authenticate(db, token) is not None
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 1
     db.dispose()
+
+
+@pytest.fixture
+def oauth_server(tmp_path: Path, db_url: str) -> Iterator[OAuthServer]:
+    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
+    with live_server(options) as app:
+        yield OAuthServer(app)
+
+
+def test_a_code_allowed_before_the_users_access_ended_is_worth_nothing_after(
+    oauth_server: OAuthServer,
+) -> None:
+    """The thief's session allowed an OAuth client; the code is traded only after the
+    password change ended the user's access (codes last two minutes): it makes no grant."""
+    s = oauth_server
+    client_id = s.register(name="Thief's client")
+    verifier, challenge = pkce()
+    code = s.code(client_id, challenge)  # allowed as user 7, from "their" browser
+    revoke_user(s.app.db, "7")
+    refused = s.exchange(client_id, code, verifier)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
+    assert s.live_grants() == []
+    # A code allowed after it works as ever: only what came before is ended.
+    _, tokens = s.tokens()
+    assert s.live(tokens["access_token"])
