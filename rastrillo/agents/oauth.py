@@ -624,7 +624,11 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 f"the agent name {row.agent!r} was given to another of the user's agents "
                 "since it was allowed: authorize again, under another name",
             ) from None
-        tokens = grants.issue_tokens(self.db, grant.id)
+        try:
+            tokens = grants.issue_tokens(self.db, grant.id)
+        except grants.GrantError:
+            # Revoked as it was made (the user's access ended, or they pressed Revoke).
+            raise TokenError("invalid_grant", "the grant was revoked as it was made") from None
         # A concurrent second use marks replayed_at; whichever of the two writes last sees
         # the other's, so the grant is revoked either here or there.
         with self.db.write() as conn:
@@ -632,9 +636,9 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             replayed = conn.execute(
                 select(table.c.replayed_at).where(table.c.id == request_id)
             ).scalar()
-        if replayed is not None:
+        if replayed is not None:  # or withdrawn as the user's access ended
             grants.revoke(self.db, grant.id)
-            raise TokenError("invalid_grant", "authorization code already used")
+            raise TokenError("invalid_grant", "authorization code already used or withdrawn")
         return tokens
 
     async def load_refresh_token(
