@@ -87,7 +87,7 @@ from mcp.shared.auth import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl
-from sqlalchemy import Boolean, Column, String, Table, Text, delete, select, update
+from sqlalchemy import delete, select, update
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -97,9 +97,17 @@ from starlette.types import ASGIApp, Message
 from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
-from rastrillo.routing import AUTHORIZATION_SERVER_PATH
+from rastrillo.agents.tables import authorizations_table, clients_table
+from rastrillo.routing import (
+    AUTHORIZATION_SERVER_PATH,
+    CONSENT_PATH,
+    OAUTH_AUTHORIZE_PATH,
+    OAUTH_REGISTER_PATH,
+    OAUTH_REVOKE_PATH,
+    OAUTH_TOKEN_PATH,
+)
 from rastrillo.sessions import throttle
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.storage import Database
 
 __all__ = [
     "AUTHORIZE_PATH",
@@ -115,11 +123,10 @@ __all__ = [
     "pending",
 ]
 
-AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
-TOKEN_PATH = "/_rastrillo/oauth/token"
-REGISTER_PATH = "/_rastrillo/oauth/register"
-REVOKE_PATH = "/_rastrillo/oauth/revoke"
-CONSENT_PATH = "/_rastrillo/agents/authorize"
+AUTHORIZE_PATH = OAUTH_AUTHORIZE_PATH
+TOKEN_PATH = OAUTH_TOKEN_PATH
+REGISTER_PATH = OAUTH_REGISTER_PATH
+REVOKE_PATH = OAUTH_REVOKE_PATH
 
 CODE_TTL = timedelta(minutes=2)
 """An authorization code is traded for tokens at once; two minutes allows a slow client."""
@@ -176,36 +183,6 @@ _THROTTLED: ContextVar[throttle.TooManyAttempts | None] = ContextVar(
 """Set by :meth:`Authority.authorize` when the client is past its authorizations: the SDK's
 handler turns any error of the provider's into a redirect, which
 :meth:`Authority._authorize_endpoint` answers as a 429 instead."""
-
-clients_table = Table(
-    "rastrillo_oauth_clients",
-    METADATA,
-    Column("client_id", String(64), primary_key=True),
-    Column("info", Text, nullable=False),
-    Column("created_at", Instant, nullable=False),
-)
-
-authorizations_table = Table(
-    "rastrillo_oauth_authorizations",
-    METADATA,
-    Column("id", String(64), primary_key=True),
-    Column("client_id", String(64), nullable=False),
-    Column("redirect_uri", Text, nullable=False),
-    Column("redirect_uri_explicit", Boolean, nullable=False),
-    Column("code_challenge", String(64), nullable=False),
-    Column("state", Text),
-    Column("resource", Text),
-    Column("scopes", Text, nullable=False),
-    Column("created_at", Instant, nullable=False),
-    Column("expires_at", Instant, nullable=False),
-    Column("decided_at", Instant),
-    Column("user_id", String(255)),
-    Column("agent", String(64)),
-    Column("code_digest", String(64), unique=True),
-    Column("used_at", Instant),
-    Column("replayed_at", Instant),
-    Column("grant_id", String(64)),
-)
 
 
 class AuthorizationGone(LookupError):
