@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from rastrillo.visible import for_terminal
 
@@ -16,6 +18,63 @@ REPEAT_WINDOW = 60.0
 """A message repeated within this many seconds is counted, not written again."""
 
 
+@dataclass(frozen=True)
+class Due:
+    """An event :class:`Repeats` says to write: how many were held back before it."""
+
+    held: int
+    """Events held back since the last one of its key written."""
+    shared: bool
+    """Its key was not remembered (too many keys at once): ``held`` counts the events of
+    every key so treated, not of its key alone."""
+
+
+class Repeats:
+    """Per key, the first event and then at most one a window; those between are counted.
+
+    What a log line is keyed on may be the sender's choice (a session id presented, say):
+    at most ``most`` keys are remembered at once, a key whose window passed is forgotten
+    to make room, and the events of a key that finds no room share one count and one
+    window. So memory holds ``most + 1`` keys, and a window writes ``most + 1`` lines,
+    whatever is sent. Thread-safe: a worker thread may ask while another does.
+    """
+
+    def __init__(self, window: float = REPEAT_WINDOW, most: int = 1000) -> None:
+        self.window = window
+        self.most = most
+        self._seen: dict[Hashable, tuple[float, int]] = {}
+        """key → (when its last event was written, how many were held back since)."""
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def due(self, key: Hashable, now: float) -> Due | None:
+        """An event of ``key`` at ``now`` (a monotonic clock's seconds): :class:`Due` to
+        write it, None to hold it back."""
+        with self._lock:
+            shared = key not in self._seen and not self._room(now)
+            if shared:
+                key = _SHARED
+            last, held = self._seen.get(key, (float("-inf"), 0))
+            if now - last < self.window:
+                self._seen[key] = (last, held + 1)
+                return None
+            self._seen[key] = (now, 0)
+            return Due(held, shared)
+
+    def _room(self, now: float) -> bool:
+        """Whether a new key may be remembered, forgetting those whose window passed."""
+        if len(self._seen) - (_SHARED in self._seen) < self.most:
+            return True
+        self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window}
+        return len(self._seen) - (_SHARED in self._seen) < self.most
+
+
+_SHARED = object()
+"""The key of every event whose own key :class:`Repeats` had no room for."""
+
+
 class RepeatFilter(logging.Filter):
     """Write a repeated warning or error (same logger, level, message template and error
     type) once per window, and with the next one say how many were held back: a fault
@@ -25,23 +84,18 @@ class RepeatFilter(logging.Filter):
         super().__init__()
         self.window = window
         self.clock = clock
-        self._seen: dict[tuple[object, ...], tuple[float, int]] = {}
+        self._repeats = Repeats(window)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
         error = record.exc_info[0] if record.exc_info else None
-        key = (record.name, record.levelno, record.msg, error)
-        now = self.clock()
-        last, held = self._seen.get(key, (float("-inf"), 0))
-        if now - last < self.window:
-            self._seen[key] = (last, held + 1)
+        due = self._repeats.due((record.name, record.levelno, record.msg, error), self.clock())
+        if due is None:
             return False
-        if len(self._seen) > 1000:
-            self._seen.clear()
-        self._seen[key] = (now, 0)
-        if held:
-            record.msg = f"{record.msg} ({held} more like this in the last {self.window:.0f} s)"
+        if due.held:
+            like = "like this or of other kinds" if due.shared else "like this"
+            record.msg = f"{record.msg} ({due.held} more {like} in the last {self.window:.0f} s)"
         return True
 
 

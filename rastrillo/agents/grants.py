@@ -47,6 +47,7 @@ from sqlalchemy.sql import Select
 from rastrillo import visible
 from rastrillo.actor import Actor
 from rastrillo.sessions.store import (
+    WHEN_USER_REVOKED,
     create_session,
     delete_session,
     session_digest,
@@ -499,29 +500,57 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
     that were still to be used end with it (:func:`consent.end_agent`): what the user
     approved for it must not wait on in the store for nothing.
     """
-    condition = [grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)]
+    condition = [grants_table.c.id == grant_id]
     if user_id is not None:
         condition.append(grants_table.c.user_id == str(user_id))
-    now = db.clock.now()
     with db.write() as conn:
-        grant = conn.execute(
-            select(grants_table.c.user_id, grants_table.c.agent).where(*condition)
-        ).first()
-        done = conn.execute(update(grants_table).where(*condition).values(revoked_at=now))
-        # The sessions end before the approvals: a write dispatched under one holds its row
-        # locked (sessions.find_session_in) while it asks or uses an approval, so this
-        # waits for it to commit and then ends what it asked; one dispatched later waits
-        # for this and finds no session.
-        link = grant_sessions_table
-        ended = select(link.c.session_digest).where(link.c.grant_id == grant_id)
-        conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))
-        conn.execute(delete(link).where(link.c.grant_id == grant_id))
-        if done.rowcount:
-            assert grant is not None
-            conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == grant_id))
-            actor = Actor.agent(grant.agent, grant=grant_id)
-            consent.end_agent(conn, now, user_id=grant.user_id, actor=str(actor))
-    return bool(done.rowcount)
+        return _revoke_in(conn, db.clock.now(), condition) > 0
+
+
+def _revoke_in(conn: Connection, now: datetime, condition: list[Any]) -> int:
+    """Revoke, in the caller's write transaction, the live grants among those matching
+    ``condition``, and end the sessions made for the calls of any of them (one made
+    while it was being revoked too); return how many this revoked."""
+    found = conn.execute(
+        select(
+            grants_table.c.id,
+            grants_table.c.user_id,
+            grants_table.c.agent,
+            grants_table.c.revoked_at,
+        )
+        .where(*condition)
+        .with_for_update()
+    ).all()
+    live = [row for row in found if row.revoked_at is None]
+    if live:
+        conn.execute(
+            update(grants_table)
+            .where(grants_table.c.id.in_([row.id for row in live]))
+            .values(revoked_at=now)
+        )
+    # The sessions end before the approvals: a write dispatched under one holds its row
+    # locked (sessions.find_session_in) while it asks or uses an approval, so this waits
+    # for it to commit and then ends what it asked; one dispatched later waits for this
+    # and finds no session.
+    link = grant_sessions_table
+    mine = link.c.grant_id.in_([row.id for row in found])
+    ended = select(link.c.session_digest).where(mine)
+    conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))
+    conn.execute(delete(link).where(mine))
+    for row in live:
+        conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == row.id))
+        actor = Actor.agent(row.agent, grant=row.id)
+        consent.end_agent(conn, now, user_id=row.user_id, actor=str(actor))
+    return len(live)
+
+
+def revoke_all_in(conn: Connection, now: datetime, user_id: str) -> None:
+    """``sessions.revoke_user``'s end of the grants: every grant of the user revoked in the
+    caller's write transaction, as if one by one on the agents page."""
+    _revoke_in(conn, now, [grants_table.c.user_id == user_id])
+
+
+grants_table.info[WHEN_USER_REVOKED] = revoke_all_in
 
 
 def revoke_token(db: Database, token: str) -> bool:

@@ -3,13 +3,19 @@
 Defined apart from :mod:`rastrillo.agents.oauth` and :mod:`rastrillo.agents.mcp`,
 which use them, because those import the MCP SDK (over a second of a process's
 start) and are imported only when an agent first reaches the app; the app still
-creates these tables at start, with the framework's others.
+creates these tables at start, with the framework's others, and ``revoke_user``
+finds here what ending a user means for the codes they allowed, whether or not an
+agent came to this process.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, String, Table, Text
+from datetime import datetime
 
+from sqlalchemy import Boolean, Column, Connection, String, Table, Text, update
+
+from rastrillo.agents import grants
+from rastrillo.sessions.store import WHEN_USER_REVOKED
 from rastrillo.storage import METADATA, Instant
 
 __all__ = ["authorizations_table", "clients_table", "keys_table"]
@@ -45,6 +51,25 @@ authorizations_table = Table(
     Column("grant_id", String(64)),
 )
 """Each authorization request, from the consent page's answer to its code's one use."""
+
+
+def _user_revoked(conn: Connection, now: datetime, user_id: str) -> None:
+    """``sessions.revoke_user``'s end of the codes the user allowed: one not traded yet
+    expires (the session that allowed it may be a thief's, and the grant is made only
+    when it is traded); one being traded now is marked as a replay, which the trade
+    finds when it links its grant, and revokes it; then the user's grants are revoked
+    again, a grant such a trade linked meanwhile among them."""
+    table = authorizations_table
+    allowed = [table.c.user_id == user_id, table.c.code_digest.is_not(None)]
+    unused = [table.c.used_at.is_(None), table.c.expires_at > now]
+    conn.execute(update(table).where(*allowed, *unused).values(expires_at=now))
+    trading = [table.c.used_at.is_not(None), table.c.grant_id.is_(None)]
+    unmarked = table.c.replayed_at.is_(None)
+    conn.execute(update(table).where(*allowed, *trading, unmarked).values(replayed_at=now))
+    grants.revoke_all_in(conn, now, user_id)
+
+
+authorizations_table.info[WHEN_USER_REVOKED] = _user_revoked
 
 keys_table = Table(
     "rastrillo_keys",

@@ -16,6 +16,7 @@ import hashlib
 import logging
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -32,6 +33,7 @@ from sqlalchemy import (
     column,
     delete,
     false,
+    func,
     inspect,
     or_,
     select,
@@ -39,6 +41,8 @@ from sqlalchemy import (
     update,
 )
 
+from rastrillo.errors import ConfigError
+from rastrillo.logs import Repeats
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
 from rastrillo.storage import (
     METADATA,
@@ -55,6 +59,22 @@ log = logging.getLogger("rastrillo.sessions")
 _GRANT_SESSIONS = "rastrillo_agent_sessions"
 """The table (``agents/grants.py``, a layer above) linking each session made for an agent
 grant's calls to its grant, named here for the upgrade below alone."""
+_ACTING_FOR_USERS = {
+    "rastrillo_agent_grants": "rastrillo.agents.grants",
+    "rastrillo_oauth_authorizations": "rastrillo.agents.tables",
+}
+"""The tables (a layer above) of what may act for a user besides a session, each with the
+module that defines it, named here for :func:`revoke_user`'s refusal alone: a process
+that never loaded one must not end a user's sessions and leave their agents acting."""
+
+WHEN_USER_REVOKED = "rastrillo_when_user_revoked"
+"""A key of a framework table's ``info``: a function :func:`revoke_user` calls with the
+connection, the time and the user's id, in its transaction, to end what that table lets
+act for the user. The tables are a layer above this one (the agent grants), which this
+layer may not import: each says here what ending a user means for it."""
+
+UserRevoked = Callable[[Connection, datetime, str], object]
+"""What :data:`WHEN_USER_REVOKED` names: (connection, now, user id)."""
 
 
 def _grant_sessions_are_agents(conn: Connection) -> None:
@@ -167,13 +187,7 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
     if row is None:
         return None
     if row.agent_only and not tool_call:
-        # The digest, not the id: the log must be no road to a live session either.
-        log.warning(
-            "a session made for an agent's calls was presented outside a tool call and "
-            "taken for none (user %s, session digest %s…)",
-            for_terminal(row.user_id),
-            digest[:12],
-        )
+        _presented_outside(db, digest, row.user_id)
         return None
     alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
     if not alive:
@@ -185,6 +199,31 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
                 update(sessions_table).where(_with_digest(digest)).values(idle_expires=touch)
             )
     return Session(session_id, row.user_id)
+
+
+_PRESENTED = Repeats()
+"""The agent sessions presented outside a tool call, per digest: whoever holds a leaked id
+sends as many requests as they like, and needs no account to."""
+
+
+def _presented_outside(db: Database, digest: str, user_id: str) -> None:
+    """Say that an agent's session was presented outside a tool call: its id leaked. The
+    first time, then at most once a minute per session, with how many were held back."""
+    due = _PRESENTED.due(digest, db.clock.monotonic())
+    if due is None:
+        return
+    held = ""
+    if due.held:
+        of = "of it and of other sessions" if due.shared else "of it"
+        held = f" ({due.held} more presentations {of} held back since the last line)"
+    # The digest, not the id: the log must be no road to a live session either.
+    log.warning(
+        "a session made for an agent's calls was presented outside a tool call and "
+        "taken for none (user %s, session digest %s…)%s",
+        for_terminal(user_id),
+        digest[:12],
+        held,
+    )
 
 
 _FIND_FOR_UPDATE = Prepared(_LOOKUP.with_for_update())
@@ -246,12 +285,46 @@ def delete_session(db: Database, session_id: str) -> None:
         conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
 
 
-def revoke_user(db: Database, user_id: str | int) -> int:
-    """End every session of a user (after a password change, say); return how many."""
+def revoke_user(db: Database, user_id: str | int, *, keep_grants: bool = False) -> int:
+    """End every session of a user (after a password change, or when the account is
+    locked) and, unless ``keep_grants``, every agent grant of theirs with its tokens;
+    return how many sessions it ended.
+
+    The grants go too by default: a grant acts for the user with no session of a
+    browser (``/mcp`` makes one for its calls), so ending the sessions alone would leave
+    a token made from a stolen session acting on. All of it is one transaction.
+    """
     user_id = str(user_id)
+    t = db.clock.now()
+    of_user = sessions_table.c.user_id == user_id
     with db.write() as conn:
-        result = conn.execute(delete(sessions_table).where(sessions_table.c.user_id == user_id))
-    return result.rowcount
+        # Counted first: the grants' end deletes the sessions of their calls.
+        ended: int = conn.execute(select(func.count()).where(of_user)).scalar_one()
+        if not keep_grants:
+            _end_what_acts_for(conn, t, user_id)
+        conn.execute(delete(sessions_table).where(of_user))
+    return ended
+
+
+def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
+    """Each framework table's end of a user (:data:`WHEN_USER_REVOKED`), before the user's
+    sessions end: a grant's row is locked before its sessions' rows, as revoking one grant
+    locks them, so the two cannot deadlock on PostgreSQL.
+
+    A process that never loaded the grants' module or the OAuth tables' (a script
+    importing only this one) has no end of them to call, while the database may hold live
+    grants or codes: it refuses, and the transaction ends nothing."""
+    for name, module in _ACTING_FOR_USERS.items():
+        if name not in METADATA.tables and inspect(conn).has_table(name):
+            raise ConfigError(
+                f"the database holds {name}, which revoke_user ends with the sessions, but "
+                f"this process never loaded it: import {module} first, or pass "
+                "keep_grants=True to end the sessions alone"
+            )
+    for framework_table in METADATA.sorted_tables:
+        end: UserRevoked | None
+        if end := framework_table.info.get(WHEN_USER_REVOKED):
+            end(conn, t, user_id)
 
 
 def _expired(t: datetime) -> ColumnElement[bool]:

@@ -187,8 +187,9 @@ def test_revoking_a_grant_ends_the_sessions_of_its_calls_and_no_other(db):
     assert find_session(db, browser, tool_call=True) is not None
     assert grants.grant_session(db, grant) is None  # and it leaves no session behind
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 2
-    # The user ends every session: the links to them go when the next one is made.
-    revoke_user(db, "3")
+    # The user ends every session, keeping the grants: the links to them go when the next
+    # one is made.
+    revoke_user(db, "3", keep_grants=True)
     assert grants.grant_session(db, other) is not None
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_agent_sessions").n == 1
 

@@ -95,21 +95,27 @@ def test_without_the_lifespan_mcp_says_so(tmp_path):
     assert answer.status_code == 503 and "lifespan" in answer.text
 
 
-def test_a_token_outlives_the_users_signed_in_sessions(t):
+def test_signing_the_user_out_everywhere_ends_their_tokens_unless_the_app_keeps_them(t):
+    """``revoke_user`` (a password change, a locked account) ends the user's agents too: a
+    token made from a stolen session must not outlive it. ``keep_grants=True`` keeps them:
+    the grant's session is made anew at its next call."""
     token = new_token(signed_in(t, "3"))
     call = tools_call("notes_get", {}, request_id=2)
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     first = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert first["structuredContent"]["user"] == "3"
-    revoke_user(t.db, "3")  # signed out everywhere (a password change, say): the grant stands
+    revoke_user(t.db, "3", keep_grants=True)
     again = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert again["isError"] is False and again["structuredContent"]["user"] == "3"
-    revoke_user(t.db, "3")
     write = tools_call("notes_post", {"body": "hi"}, request_id=3)
     proposed = t.client.post("/mcp", json=write, headers=headers).json()["result"]
     assert proposed["isError"] is True and "approve" in proposed["content"][0]["text"]
     approval = proposed["_meta"]["rastrillo/approval"]["id"]
-    assert consent.get(t.db, approval).user_id == "3"
+    assert consent.get(t.db, approval).state(t.db.clock.now()) == "pending"
+    revoke_user(t.db, "3")
+    assert t.client.post("/mcp", json=call, headers=headers).status_code == 401
+    assert consent.get(t.db, approval).state(t.db.clock.now()) == "expired"
+    assert "No agent acts for you" in signed_in(t, "3").get("/_rastrillo/agents").text
 
 
 def test_a_hostile_client_name_is_listed_with_every_character_shown(t):

@@ -1,0 +1,73 @@
+"""A leaked agent-only session id floods no log (issue 10: no unauthenticated log flooding).
+
+Presenting a session made for an agent's calls outside a tool call is worth a warning,
+once: it says the id leaked. Each such request wrote one, so whoever holds the id (no
+account needed) wrote a line of the app's log per request, in any app that configured its
+own logging (``python app.py``'s held repeats back by message, not by session). Now: the
+first, then at most one a minute per session, saying how many were held back; in bounded
+memory whatever is sent. On a fake clock, no waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from rastrillo.logs import Repeats
+from rastrillo.sessions import create_session
+from rastrillo.sessions.store import find_session
+from rastrillo.storage import Database
+from rastrillo.testing import ManualClock
+
+
+@pytest.fixture
+def db(tmp_path) -> Iterator[Database]:
+    database = Database(str(tmp_path / "app.db"), clock=ManualClock())
+    database.start(None)
+    yield database
+    database.dispose()
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "rastrillo.sessions" and r.levelno == logging.WARNING
+    ]
+
+
+def test_a_leaked_agent_session_presented_again_and_again_is_one_line_a_minute(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    leaked, other = (create_session(db, "3", agent_only=True) for _ in range(2))
+    clock = db.clock
+    assert isinstance(clock, ManualClock)
+    with caplog.at_level(logging.WARNING, logger="rastrillo.sessions"):
+        for _ in range(500):
+            assert find_session(db, leaked, tool_call=False) is None
+        assert len(warnings(caplog)) == 1
+        assert find_session(db, other, tool_call=False) is None  # another session: its own
+        assert len(warnings(caplog)) == 2
+        clock.advance(59)
+        find_session(db, leaked, tool_call=False)
+        assert len(warnings(caplog)) == 2
+        clock.advance(1)
+        find_session(db, leaked, tool_call=False)
+    first, _, later = warnings(caplog)
+    assert "held back" not in first and leaked not in first + later
+    assert later.endswith("(500 more presentations of it held back since the last line)")
+    assert find_session(db, leaked, tool_call=True) is not None  # the agent's calls act on
+
+
+def test_no_number_of_keys_grows_the_memory_or_the_lines_past_a_bound() -> None:
+    repeats = Repeats(window=60, most=100)
+    written = [k for k in range(100_000) if repeats.due(str(k), now=0.0) is not None]
+    # The first 100 keys are remembered; every other shares one count, written once.
+    assert len(written) == 101 and len(repeats) <= 101
+    assert [repeats.due(str(k), now=30.0) for k in (5, 99_999)] == [None, None]
+    # A window later the keys whose window passed are forgotten and make room.
+    later = [k for k in range(1000, 1300) if repeats.due(str(k), now=61.0) is not None]
+    assert len(later) == 101 and len(repeats) <= 101
+    assert repeats.due("0", now=61.0) is None  # no room left: it counts with the others
