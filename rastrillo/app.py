@@ -134,7 +134,7 @@ class App:
             deferred=options.wrap is None,
         )
         self._stack: ASGIApp = SecurityHeaders(
-            UnavailableMiddleware(CSRFMiddleware(inner, self.origin)),
+            UnavailableMiddleware(CSRFMiddleware(inner, self.origin, self.db.clock)),
             app_pages=options.security_headers,
             # Only where the static files answer: elsewhere /static/… is an app page.
             exempt=(STATIC_PREFIX,) if self._static is not None else (),

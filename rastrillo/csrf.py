@@ -24,8 +24,10 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.context import is_tool_call
 from rastrillo.errors import ConfigError
+from rastrillo.logs import Due, Repeats
 from rastrillo.visible import for_terminal
 
 log = logging.getLogger("rastrillo.csrf")
@@ -102,11 +104,15 @@ def _judge(name: str, value: str, origin: str) -> str | None:
 
 
 class CSRFMiddleware:
-    """Refuse cross-site state-changing requests with a 403, and log each refusal."""
+    """Refuse cross-site state-changing requests with a 403, and log the refusals: a
+    client's first, then at most one a minute of that client's, saying how many were held
+    back (anyone may send them as fast as they like, and needs no account to)."""
 
-    def __init__(self, app: ASGIApp, origin: str) -> None:
+    def __init__(self, app: ASGIApp, origin: str, clock: Clock = SYSTEM_CLOCK) -> None:
         self.app = app
         self.origin = canonical_origin(origin)
+        self._clock = clock
+        self._refused = Repeats()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -118,11 +124,26 @@ class CSRFMiddleware:
             if reason is not None:
                 # The client is whatever a trusted proxy's X-Forwarded-For said: any byte
                 # a header allows, C1 controls included, so it is escaped like the rest.
-                client = for_terminal((scope.get("client") or ("?", 0))[0])
-                log.warning(
-                    "CSRF refused %s %r from %s: %s", scope["method"], scope["path"], client, reason
-                )
+                address = (scope.get("client") or ("?", 0))[0]
+                due = self._refused.due(address, self._clock.monotonic())
+                if due is not None:
+                    log.warning(
+                        "CSRF refused %s %r from %s: %s%s",
+                        scope["method"],
+                        scope["path"],
+                        for_terminal(address),
+                        reason,
+                        _held(due),
+                    )
                 response = PlainTextResponse("Cross-site request refused.", status_code=403)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _held(due: Due) -> str:
+    """What a logged refusal adds about those held back before it."""
+    if not due.held:
+        return ""
+    of = "of this and other clients" if due.shared else "of this client"
+    return f" ({due.held} more refusals {of} held back since the last line)"

@@ -33,7 +33,6 @@ from sqlalchemy import (
     column,
     delete,
     false,
-    func,
     inspect,
     or_,
     select,
@@ -287,29 +286,32 @@ def delete_session(db: Database, session_id: str) -> None:
 
 def revoke_user(db: Database, user_id: str | int, *, keep_grants: bool = False) -> int:
     """End every session of a user (after a password change, or when the account is
-    locked) and, unless ``keep_grants``, every agent grant of theirs with its tokens;
-    return how many sessions it ended.
+    locked) and, unless ``keep_grants``, all else that acts on their word: their agent
+    grants with every token, the OAuth codes they allowed, their approvals still to be
+    used. Return how many sessions it ended.
 
-    The grants go too by default: a grant acts for the user with no session of a
-    browser (``/mcp`` makes one for its calls), so ending the sessions alone would leave
-    a token made from a stolen session acting on. All of it is one transaction.
+    Not the sessions alone by default: a grant acts for the user with no session of a
+    browser (``/mcp`` makes one for its calls), and an approval was given by one of the
+    user's sessions, which may have been a thief's; ending the sessions alone would leave
+    a token made, or a write approved, from a stolen session acting on. All of it is one
+    transaction.
     """
     user_id = str(user_id)
     t = db.clock.now()
     of_user = sessions_table.c.user_id == user_id
     with db.write() as conn:
-        # Counted first: the grants' end deletes the sessions of their calls.
-        ended: int = conn.execute(select(func.count()).where(of_user)).scalar_one()
+        ended = conn.execute(delete(sessions_table).where(of_user)).rowcount
         if not keep_grants:
             _end_what_acts_for(conn, t, user_id)
-        conn.execute(delete(sessions_table).where(of_user))
     return ended
 
 
 def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
-    """Each framework table's end of a user (:data:`WHEN_USER_REVOKED`), before the user's
-    sessions end: a grant's row is locked before its sessions' rows, as revoking one grant
-    locks them, so the two cannot deadlock on PostgreSQL.
+    """Each framework table's end of a user (:data:`WHEN_USER_REVOKED`), once the user's
+    sessions ended: a tool call's write holds its session's row locked while it asks for
+    or uses an approval, so ending the sessions first waits for such a call to commit,
+    and the approvals' end then sees (and ends) what it asked; one dispatched later
+    finds no session.
 
     A process that never loaded the grants' module or the OAuth tables' (a script
     importing only this one) has no end of them to call, while the database may hold live

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Connection,
     Index,
     String,
@@ -40,6 +41,7 @@ from rastrillo.options import DEFAULT_APPROVAL_TTL
 from rastrillo.registry.declare import Arg, ArgValue
 from rastrillo.registry.errors import ApprovalInvalid, BadArg, ToolError, TooManyApprovals
 from rastrillo.registry.validate import wire
+from rastrillo.sessions.store import WHEN_USER_REVOKED
 from rastrillo.storage import (
     METADATA,
     Database,
@@ -399,12 +401,27 @@ def end_agent(conn: Connection, now: datetime, *, user_id: str, actor: str) -> N
     (its identity, ``str(Actor)``) acting for one user: its grant was revoked, and what
     the user approved or was asked for it will never run. Pending and approved ones
     expire now; used, declined and expired ones stay as they are."""
+    _end(conn, now, approvals_table.c.user_id == user_id, approvals_table.c.actor == actor)
+
+
+def _user_revoked(conn: Connection, now: datetime, user_id: str) -> None:
+    """``sessions.revoke_user``'s end of the approvals: every one of the user's still to be
+    used ends, whichever agent asked. One was decided by a session of the user's, which
+    may have been a thief's (the reason the user's access is ended), and an approved
+    write must not run on that word after it."""
+    _end(conn, now, approvals_table.c.user_id == user_id)
+
+
+approvals_table.info[WHEN_USER_REVOKED] = _user_revoked
+
+
+def _end(conn: Connection, now: datetime, *which: ColumnElement[bool]) -> None:
+    """Pending and approved approvals among ``which`` expire now."""
     table = approvals_table
     conn.execute(
         update(table)
         .where(
-            table.c.user_id == user_id,
-            table.c.actor == actor,
+            *which,
             table.c.used_at.is_(None),
             table.c.status.in_(("pending", "approved")),
             table.c.expires_at > now,

@@ -26,12 +26,15 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from rastrillo.actor import Actor
 from rastrillo.agents import grants
 from rastrillo.app import App
 from rastrillo.loader import load_options
+from rastrillo.registry.errors import ApprovalInvalid, ConfirmRequired
 from rastrillo.sessions import cookie_name, create_session, revoke_user
 from rastrillo.storage import Database
 from rastrillo.testing import live_server
+from rastrillo.tools import Call, Result, dispatch_sync
 from tests.agents.mcp_app import ACTIONS
 from tests.agents.test_oauth import Server as OAuthServer
 from tests.agents.test_oauth import pkce
@@ -250,3 +253,28 @@ def test_a_code_allowed_before_the_users_access_ended_is_worth_nothing_after(
     # A code allowed after it works as ever: only what came before is ended.
     _, tokens = s.tokens()
     assert s.live(tokens["access_token"])
+
+
+def test_an_approval_given_before_the_users_access_ended_runs_nothing_after(
+    served: App,
+) -> None:
+    """The app's own assistant (an in-process agent, no grant) proposed a write; the thief,
+    in the user's stolen session, approved it. The password change ends the user's access:
+    the approval is worth nothing after it, though the assistant's call is identical."""
+    assistant = Actor.agent("assistant")
+
+    def call(approval: str | None = None) -> Result:
+        session = create_session(served.db, "3", agent_only=True)
+        add = Call(tool="notes_post", args={"body": "thief's"}, actor=assistant, session=session)
+        return dispatch_sync(served, dataclasses.replace(add, approval=approval))
+
+    with pytest.raises(ConfirmRequired) as asked:
+        call()
+    thief = create_session(served.db, "3")
+    with browser(served, thief) as page:
+        url = f"/_rastrillo/approvals/{asked.value.approval_id}"
+        assert page.post(url, data={"decision": "approve"}).status_code == 303
+    revoke_user(served.db, "3")
+    with pytest.raises(ApprovalInvalid):
+        call(asked.value.approval_id)
+    assert served.db.query_one("SELECT COUNT(*) AS n FROM notes").n == 0

@@ -25,6 +25,7 @@ from sqlalchemy import create_engine
 
 import rastrillo
 from rastrillo.agents import grants
+from rastrillo.sessions import create_session, revoke_user
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
@@ -191,6 +192,33 @@ def test_an_approved_write_redeemed_while_its_grant_is_revoked_never_runs(pg_url
     assert f.ran("cancel") == []
     [session_read] = waited
     assert "FROM rastrillo_sessions" in session_read and "FOR UPDATE" in session_read
+    audit.flush(f.app.db)
+    f.app.db.dispose()
+
+
+def test_a_users_access_ended_while_a_write_is_proposed_ends_the_approval_it_made(pg_url, tmp_path):
+    """The app's own agent (no grant) has asked for an approval, not committed, when the
+    user's access is ended (``revoke_user``, a password change): the revocation waits for
+    it (deleting the session it holds) and then ends the approval it made, so none is left
+    for the thief's session to have approved."""
+    f = build(tmp_path, db=pg_url)
+    session = create_session(f.app.db, "3", agent_only=True)
+    call = Call(**WRITE, actor=AGENT, session=session)
+    audit.flush(f.app.db)  # the proposal's transaction is the next one opened
+    waiting = _waiting_for_a_lock(pg_url)
+    with _held_open(f.app.db, "driver_write") as proposal:
+        proposing = _in_thread(lambda: _outcome(f, call))
+        assert proposal.held.wait(30)
+        revoking = _in_thread(lambda: revoke_user(f.app.db, "3"))
+        until(lambda: waiting() or revoking.done(), "the revocation to wait on a lock")
+        waited = waiting()
+        proposal.release.set()
+        assert proposing.result(timeout=30) == "ConfirmRequired"
+    assert revoking.result(timeout=30) == 1
+    [row] = f.app.db.query("SELECT id FROM rastrillo_approvals WHERE actor = :a", a=str(AGENT))
+    assert consent.get(f.app.db, row.id).state(f.app.db.clock.now()) == "expired"
+    [session_delete] = waited
+    assert session_delete.startswith("DELETE FROM rastrillo_sessions")
     audit.flush(f.app.db)
     f.app.db.dispose()
 

@@ -1,11 +1,11 @@
-"""A leaked agent-only session id floods no log (issue 10: no unauthenticated log flooding).
+"""What anyone may send floods no log (issue 10: no unauthenticated log flooding).
 
 Presenting a session made for an agent's calls outside a tool call is worth a warning,
 once: it says the id leaked. Each such request wrote one, so whoever holds the id (no
 account needed) wrote a line of the app's log per request, in any app that configured its
 own logging (``python app.py``'s held repeats back by message, not by session). Now: the
 first, then at most one a minute per session, saying how many were held back; in bounded
-memory whatever is sent. On a fake clock, no waiting.
+memory whatever is sent. So too a cross-site POST's refusal. On a fake clock, no waiting.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from rastrillo.logs import Repeats
 from rastrillo.sessions import create_session
 from rastrillo.sessions.store import find_session
 from rastrillo.storage import Database
-from rastrillo.testing import ManualClock
+from rastrillo.testing import ManualClock, TestApp
+from tests.agents.mcp_app import make_app
 
 
 @pytest.fixture
@@ -71,3 +72,27 @@ def test_no_number_of_keys_grows_the_memory_or_the_lines_past_a_bound() -> None:
     later = [k for k in range(1000, 1300) if repeats.due(str(k), now=61.0) is not None]
     assert len(later) == 101 and len(repeats) <= 101
     assert repeats.due("0", now=61.0) is None  # no room left: it counts with the others
+
+
+def test_cross_site_posts_from_one_client_write_one_warning_a_minute(
+    tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Any program, no account needed, may post with a foreign ``Origin`` as fast as it
+    likes: each refusal wrote a warning, in any app that configured its own logging. Now
+    the first from a client, then at most one a minute from it, with how many were held."""
+    clock = ManualClock()
+    app = TestApp(make_app(tmp_path / "app"), tmp_path, clock=clock)
+    hostile = {"Origin": "http://evil.example"}
+    with caplog.at_level(logging.WARNING, logger="rastrillo.csrf"):
+        for _ in range(300):
+            assert app.client.post("/notes", data={"body": "x"}, headers=hostile).status_code == 403
+        assert len(csrf_warnings(caplog)) == 1
+        clock.advance(60)
+        app.client.post("/notes", data={"body": "x"}, headers=hostile)
+    first, later = csrf_warnings(caplog)
+    assert "evil.example" in first and "held back" not in first
+    assert later.endswith("(299 more refusals of this client held back since the last line)")
+
+
+def csrf_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "rastrillo.csrf"]
