@@ -200,6 +200,36 @@ def test_a_process_that_never_loaded_the_grants_refuses_to_leave_them_live(
     db.dispose()
 
 
+def test_a_process_that_never_loaded_the_oauth_codes_refuses_to_leave_them_live(
+    tmp_path: Path,
+) -> None:
+    """The codes a user allowed are ended by the OAuth tables' module, which only an app with
+    MCP on loads: a script that loaded the grants and not it refuses too, naming it."""
+    import rastrillo.agents.tables  # noqa: F401  (the database gets the OAuth tables)
+
+    path = tmp_path / "app.db"
+    db = Database(str(path))
+    db.start(None)
+    create_session(db, "3")
+    script = (
+        "from rastrillo.agents import grants\n"
+        "from rastrillo.storage import Database\n"
+        "from rastrillo.sessions import revoke_user\n"
+        "from rastrillo.errors import ConfigError\n"
+        f"db = Database({str(path)!r})\n"
+        "try:\n"
+        "    revoke_user(db, '3')\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert "import rastrillo.agents.tables" in said and "keep_grants=True" in said, said
+    assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 1
+    db.dispose()
+
+
 @pytest.fixture
 def oauth_server(tmp_path: Path, db_url: str) -> Iterator[OAuthServer]:
     options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
