@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader
@@ -30,12 +30,13 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rastrillo import limits, sessions, threads
 from rastrillo.agents import MCP_PATH
+from rastrillo.agents.endpoints import PATHS as AGENT_PATHS
+from rastrillo.agents.endpoints import AgentEndpoints, Built
 from rastrillo.availability import UnavailableMiddleware, readiness, retryable, unavailable
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context, is_tool_call
 from rastrillo.csrf import CSRFMiddleware, canonical_origin
@@ -45,6 +46,7 @@ from rastrillo.options import Options
 from rastrillo.pages import console
 from rastrillo.pages.agents import agents_routes
 from rastrillo.pages.approvals import approval_routes
+from rastrillo.pages.authorize import authorize_routes
 from rastrillo.pages.headers import SecurityHeaders, secured
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
@@ -62,9 +64,6 @@ from rastrillo.routing import (
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
 from rastrillo.storage import Database
-
-if TYPE_CHECKING:
-    from rastrillo.agents.mcp import McpEndpoint
 
 log = logging.getLogger("rastrillo.app")
 
@@ -102,14 +101,15 @@ class App:
             autoescape=True,
         )
         framework_routes = approval_routes()
-        self._mounted: dict[str, BaseRoute] = {}
+        self._agents: AgentEndpoints | None = None
         if options.mcp:
-            framework_routes += agents_routes(self.origin + MCP_PATH)
-            from rastrillo.agents.oauth import Authority
-            from rastrillo.pages.authorize import authorize_routes
+            # Their tables, made at start with the framework's others; the endpoints
+            # themselves are built at the first request to one.
+            import rastrillo.agents.tables  # noqa: F401
 
+            framework_routes += agents_routes(self.origin + MCP_PATH)
             framework_routes += authorize_routes(self.origin, options.tools)
-            self._mounted = {r.path: r for r in Authority(self.db, self.origin).routes()}
+            self._agents = AgentEndpoints(self._build_agents)
         if console.enabled(options.console):
             framework_routes += console.console_routes(self, options.tools)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
@@ -149,24 +149,6 @@ class App:
                 next_due_endpoint(self.db, next_due=options.next_due, sidecar=options.sidecar)
             )
 
-        self._mcp: McpEndpoint | None = None
-        if options.mcp:
-            # Imported only here: the SDK takes a second to import, which an app
-            # without MCP should not pay at every start.
-            from rastrillo.agents.mcp import McpEndpoint
-
-            self._mcp = McpEndpoint(
-                self,
-                options.tools,
-                self.db,
-                self.origin,
-                name=options.app_dir.name or "rastrillo",
-                version=options.version,
-                state_ttl=options.approval_ttl.total_seconds(),
-                call_limit=options.mcp_call_limit,
-                max_body=options.max_body,
-            )
-
     @property
     def approval_ttl(self) -> timedelta:
         """How long an agent's proposed write waits for approval (``Options.approval_ttl``)."""
@@ -183,6 +165,27 @@ class App:
         """Whether a tool call's ``ToolCallMarker.check`` is run in the worker thread its
         ``handle`` runs in, just before it: a sync ``handle`` with no ``Options.wrap``."""
         return (defn.method, defn.path) in self._checked_in_handle
+
+    def _build_agents(self) -> Built:
+        """``/mcp`` and the OAuth endpoints, at the first request to one (the MCP SDK is
+        imported here, not at start: see :mod:`rastrillo.agents.endpoints`)."""
+        from rastrillo.agents.mcp import McpEndpoint
+        from rastrillo.agents.oauth import Authority
+
+        options = self.options
+        endpoint = McpEndpoint(
+            self,
+            options.tools,
+            self.db,
+            self.origin,
+            name=options.app_dir.name or "rastrillo",
+            version=options.version,
+            state_ttl=options.approval_ttl.total_seconds(),
+            call_limit=options.mcp_call_limit,
+            max_body=options.max_body,
+        )
+        oauth = {r.path: r.handle for r in Authority(self.db, self.origin).routes()}
+        return Built(endpoint, oauth)
 
     def start(self) -> App:
         """Open the database, apply migrations and run ``setup``; later calls do nothing.
@@ -203,16 +206,8 @@ class App:
         # A tool call goes to its tool's route only, never /mcp or a framework endpoint.
         if scope["type"] == "http" and not is_tool_call(scope):
             path = raw_path(scope)
-            if self._mcp is not None and path == MCP_PATH:
-                await self._mcp(scope, receive, send)
-                return
-            mounted = self._mounted.get(path)
-            if mounted is not None:
-                # The OAuth endpoints under /_rastrillo/ are framework pages as much as the
-                # approval page is: they get its headers though they skip its middleware.
-                if path.startswith(FRAMEWORK_PREFIX):
-                    send = secured(send, override=True)
-                await mounted.handle(scope, receive, send)
+            if self._agents is not None and path in AGENT_PATHS:
+                await self._agent_endpoint(path, scope, receive, send)
                 return
             endpoint = self._endpoints.get(path)
         else:
@@ -223,6 +218,21 @@ class App:
             return
         await self._stack(scope, receive, send)
 
+    async def _agent_endpoint(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._agents is not None
+        try:
+            endpoint = await self._agents.app_for(path)
+        except Exception as exc:
+            if not retryable(exc):
+                raise
+            await unavailable(exc)(scope, receive, send)
+            return
+        if path.startswith(FRAMEWORK_PREFIX):
+            # The OAuth endpoints under /_rastrillo/ are framework pages as much as the
+            # approval page is: they get its headers though they skip its middleware.
+            send = secured(send, override=True)
+        await endpoint(scope, receive, send)
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         async with AsyncExitStack() as running:
             while True:
@@ -230,10 +240,9 @@ class App:
                 if message["type"] == "lifespan.startup":
                     try:
                         await threads.in_thread(self.start)
-                        if self._mcp is not None:
-                            # The SDK's session manager: its task group lives as long as the
-                            # server does.
-                            await running.enter_async_context(self._mcp.running())
+                        if self._agents is not None:
+                            # Where /mcp's session manager runs, once an agent comes.
+                            await running.enter_async_context(self._agents.serving())
                     except BaseException as exc:
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
                         raise

@@ -38,6 +38,23 @@ MCP_PATH = "/mcp"
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 """The protected-resource metadata (RFC 9728) a 401 from ``/mcp`` points to."""
 AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
+OAUTH_AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
+OAUTH_TOKEN_PATH = "/_rastrillo/oauth/token"
+OAUTH_REGISTER_PATH = "/_rastrillo/oauth/register"
+OAUTH_REVOKE_PATH = "/_rastrillo/oauth/revoke"
+CONSENT_PATH = "/_rastrillo/agents/authorize"
+"""The page where a person lets an MCP client in (``rastrillo.pages.authorize``)."""
+OAUTH_PATHS = (
+    RESOURCE_METADATA_PATH,
+    RESOURCE_METADATA_PATH + MCP_PATH,
+    AUTHORIZATION_SERVER_PATH,
+    OAUTH_AUTHORIZE_PATH,
+    OAUTH_TOKEN_PATH,
+    OAUTH_REGISTER_PATH,
+    OAUTH_REVOKE_PATH,
+)
+"""The OAuth endpoints and metadata ``Options(mcp=True)`` serves outside the app's middleware
+(RFC 9728 puts the resource's path after the well-known name; both forms answer)."""
 FRAMEWORK_PREFIX = "/_rastrillo/"
 """Under it, the framework's pages: approvals, the console, agents, OAuth."""
 STATIC_PREFIX = "/static/"

@@ -59,7 +59,7 @@ from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from pydantic import AnyHttpUrl, ConfigDict
-from sqlalchemy import Column, String, Table, false, select
+from sqlalchemy import false, select
 from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
@@ -68,6 +68,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import limits, threads, visible
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
+from rastrillo.agents.tables import keys_table
 from rastrillo.csrf import canonical_origin
 from rastrillo.errors import ConfigError
 from rastrillo.limits import CallCounter, CallLimit, Refused
@@ -75,7 +76,7 @@ from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.errors import ApprovalInvalid, BadActor, ConfirmRequired, ToolError
 from rastrillo.registry.schemas import schemas
 from rastrillo.sessions import cookie_name
-from rastrillo.storage import METADATA, Database, upsert
+from rastrillo.storage import Database, upsert
 from rastrillo.tools import consent
 from rastrillo.tools.dispatch import Call, Result, dispatch
 
@@ -96,13 +97,6 @@ of the call has shown its grant live yet (:meth:`McpEndpoint.__call__`)."""
 _SDK_TRANSPORT_LOG = "mcp.server.streamable_http"
 _RECHECK = timedelta(minutes=1)
 _MAX_CHECKED = 10_000
-
-keys_table = Table(
-    "rastrillo_keys",
-    METADATA,
-    Column("name", String(64), primary_key=True),
-    Column("value", String(255), nullable=False),
-)
 
 
 class GrantToken(AccessToken):

@@ -87,7 +87,7 @@ from mcp.shared.auth import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl
-from sqlalchemy import Boolean, Column, Connection, String, Table, Text, delete, select, update
+from sqlalchemy import delete, select, update
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -97,10 +97,17 @@ from starlette.types import ASGIApp, Message
 from rastrillo import threads
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
-from rastrillo.routing import AUTHORIZATION_SERVER_PATH
+from rastrillo.agents.tables import authorizations_table, clients_table
+from rastrillo.routing import (
+    AUTHORIZATION_SERVER_PATH,
+    CONSENT_PATH,
+    OAUTH_AUTHORIZE_PATH,
+    OAUTH_REGISTER_PATH,
+    OAUTH_REVOKE_PATH,
+    OAUTH_TOKEN_PATH,
+)
 from rastrillo.sessions import throttle
-from rastrillo.sessions.store import WHEN_USER_REVOKED
-from rastrillo.storage import METADATA, Database, Instant
+from rastrillo.storage import Database
 
 __all__ = [
     "AUTHORIZE_PATH",
@@ -116,11 +123,10 @@ __all__ = [
     "pending",
 ]
 
-AUTHORIZE_PATH = "/_rastrillo/oauth/authorize"
-TOKEN_PATH = "/_rastrillo/oauth/token"
-REGISTER_PATH = "/_rastrillo/oauth/register"
-REVOKE_PATH = "/_rastrillo/oauth/revoke"
-CONSENT_PATH = "/_rastrillo/agents/authorize"
+AUTHORIZE_PATH = OAUTH_AUTHORIZE_PATH
+TOKEN_PATH = OAUTH_TOKEN_PATH
+REGISTER_PATH = OAUTH_REGISTER_PATH
+REVOKE_PATH = OAUTH_REVOKE_PATH
 
 CODE_TTL = timedelta(minutes=2)
 """An authorization code is traded for tokens at once; two minutes allows a slow client."""
@@ -177,55 +183,6 @@ _THROTTLED: ContextVar[throttle.TooManyAttempts | None] = ContextVar(
 """Set by :meth:`Authority.authorize` when the client is past its authorizations: the SDK's
 handler turns any error of the provider's into a redirect, which
 :meth:`Authority._authorize_endpoint` answers as a 429 instead."""
-
-clients_table = Table(
-    "rastrillo_oauth_clients",
-    METADATA,
-    Column("client_id", String(64), primary_key=True),
-    Column("info", Text, nullable=False),
-    Column("created_at", Instant, nullable=False),
-)
-
-authorizations_table = Table(
-    "rastrillo_oauth_authorizations",
-    METADATA,
-    Column("id", String(64), primary_key=True),
-    Column("client_id", String(64), nullable=False),
-    Column("redirect_uri", Text, nullable=False),
-    Column("redirect_uri_explicit", Boolean, nullable=False),
-    Column("code_challenge", String(64), nullable=False),
-    Column("state", Text),
-    Column("resource", Text),
-    Column("scopes", Text, nullable=False),
-    Column("created_at", Instant, nullable=False),
-    Column("expires_at", Instant, nullable=False),
-    Column("decided_at", Instant),
-    Column("user_id", String(255)),
-    Column("agent", String(64)),
-    Column("code_digest", String(64), unique=True),
-    Column("used_at", Instant),
-    Column("replayed_at", Instant),
-    Column("grant_id", String(64)),
-)
-
-
-def _user_revoked(conn: Connection, now: datetime, user_id: str) -> None:
-    """``sessions.revoke_user``'s end of the codes the user allowed: one not traded yet
-    expires (the session that allowed it may be a thief's, and the grant is made only
-    when it is traded); one being traded now is marked as a replay, which the trade
-    finds when it links its grant, and revokes it; then the user's grants are revoked
-    again, a grant such a trade linked meanwhile among them."""
-    table = authorizations_table
-    allowed = [table.c.user_id == user_id, table.c.code_digest.is_not(None)]
-    unused = [table.c.used_at.is_(None), table.c.expires_at > now]
-    conn.execute(update(table).where(*allowed, *unused).values(expires_at=now))
-    trading = [table.c.used_at.is_not(None), table.c.grant_id.is_(None)]
-    unmarked = table.c.replayed_at.is_(None)
-    conn.execute(update(table).where(*allowed, *trading, unmarked).values(replayed_at=now))
-    grants.revoke_all_in(conn, now, user_id)
-
-
-authorizations_table.info[WHEN_USER_REVOKED] = _user_revoked
 
 
 class AuthorizationGone(LookupError):
@@ -624,7 +581,11 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 f"the agent name {row.agent!r} was given to another of the user's agents "
                 "since it was allowed: authorize again, under another name",
             ) from None
-        tokens = grants.issue_tokens(self.db, grant.id)
+        try:
+            tokens = grants.issue_tokens(self.db, grant.id)
+        except grants.GrantError:
+            # Revoked as it was made (the user's access ended, or they pressed Revoke).
+            raise TokenError("invalid_grant", "the grant was revoked as it was made") from None
         # A concurrent second use marks replayed_at; whichever of the two writes last sees
         # the other's, so the grant is revoked either here or there.
         with self.db.write() as conn:
@@ -632,9 +593,9 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             replayed = conn.execute(
                 select(table.c.replayed_at).where(table.c.id == request_id)
             ).scalar()
-        if replayed is not None:
+        if replayed is not None:  # or withdrawn as the user's access ended
             grants.revoke(self.db, grant.id)
-            raise TokenError("invalid_grant", "authorization code already used")
+            raise TokenError("invalid_grant", "authorization code already used or withdrawn")
         return tokens
 
     async def load_refresh_token(

@@ -8,20 +8,28 @@ may change it) and what that agent may do. Allow and Deny are CSRF-checked
 POSTs from the user's own browser session; a POST made inside a frame is
 refused too, on top of the framework pages' no-framing headers. Plain HTML,
 no JavaScript; an app can restyle it with ``templates/_rastrillo/authorize.html``.
+
+:mod:`rastrillo.agents.oauth` (and with it the MCP SDK) is imported by the page's
+handlers, when the page is first asked for: an app serving only its own pages
+starts without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from starlette.responses import Response
 
 from rastrillo import visible
-from rastrillo.agents import grants, oauth
+from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
-from rastrillo.routing import Route
+from rastrillo.routing import CONSENT_PATH, Route
 from rastrillo.sessions import require
+
+if TYPE_CHECKING:
+    from rastrillo.agents.oauth import PendingAuthorization
 
 __all__ = ["authorize_routes"]
 
@@ -35,13 +43,11 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     reads = [t for t in tools if t.access != ToolWrite]
     writes = [t for t in tools if t.access == ToolWrite]
 
-    def page(
-        ctx: Context, request: oauth.PendingAuthorization, agent: str, error: str = ""
-    ) -> Response:
+    def page(ctx: Context, request: PendingAuthorization, agent: str, error: str = "") -> Response:
         return ctx.render(
             _TEMPLATE,
             status=400 if error else 200,
-            action=oauth.CONSENT_PATH,
+            action=CONSENT_PATH,
             request=request,
             client_name=visible.parts(request.client_name),
             client_title=visible.for_terminal(request.client_name),
@@ -53,6 +59,8 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
 
     @require
     def show(ctx: Context) -> Response:
+        from rastrillo.agents import oauth
+
         request = oauth.pending(ctx.db, ctx.query.get("request", ""))
         if request is None or not ctx.actor.human:
             return _gone(ctx)
@@ -63,6 +71,8 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     def post_decision(ctx: Context) -> Response:
         if not ctx.actor.human or ctx.request.headers.get("sec-fetch-dest") in _FRAMED:
             return ctx.text("Answer on the page itself, not inside another.", status=403)
+        from rastrillo.agents import oauth
+
         request_id = ctx.form.get("request", "")
         decision = ctx.form.get("decision")
         try:
@@ -85,8 +95,8 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
             return _gone(ctx)
 
     return [
-        Route("GET", oauth.CONSENT_PATH, _SOURCE, show),
-        Route("POST", oauth.CONSENT_PATH, _SOURCE, post_decision),
+        Route("GET", CONSENT_PATH, _SOURCE, show),
+        Route("POST", CONSENT_PATH, _SOURCE, post_decision),
     ]
 
 

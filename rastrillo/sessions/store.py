@@ -58,10 +58,13 @@ log = logging.getLogger("rastrillo.sessions")
 _GRANT_SESSIONS = "rastrillo_agent_sessions"
 """The table (``agents/grants.py``, a layer above) linking each session made for an agent
 grant's calls to its grant, named here for the upgrade below alone."""
-_GRANTS = "rastrillo_agent_grants"
-"""The agent grants' table (``agents/grants.py``), named here for :func:`revoke_user`'s
-refusal alone: a process that never loaded it must not end a user's sessions and leave
-their agents acting."""
+_ACTING_FOR_USERS = {
+    "rastrillo_agent_grants": "rastrillo.agents.grants",
+    "rastrillo_oauth_authorizations": "rastrillo.agents.tables",
+}
+"""The tables (a layer above) of what may act for a user besides a session, each with the
+module that defines it, named here for :func:`revoke_user`'s refusal alone: a process
+that never loaded one must not end a user's sessions and leave their agents acting."""
 
 WHEN_USER_REVOKED = "rastrillo_when_user_revoked"
 """A key of a framework table's ``info``: a function :func:`revoke_user` calls with the
@@ -310,15 +313,16 @@ def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
     and the approvals' end then sees (and ends) what it asked; one dispatched later
     finds no session.
 
-    A process that never loaded the grants' module (a script importing only this one) has
-    no end of them to call, while the database may hold live grants: it refuses, and the
-    transaction ends nothing."""
-    if _GRANTS not in METADATA.tables and inspect(conn).has_table(_GRANTS):
-        raise ConfigError(
-            f"the database holds agent grants ({_GRANTS}), which revoke_user ends with the "
-            "sessions, but this process never loaded them: import rastrillo.agents.grants "
-            "first, or pass keep_grants=True to end the sessions alone"
-        )
+    A process that never loaded the grants' module or the OAuth tables' (a script
+    importing only this one) has no end of them to call, while the database may hold live
+    grants or codes: it refuses, and the transaction ends nothing."""
+    for name, module in _ACTING_FOR_USERS.items():
+        if name not in METADATA.tables and inspect(conn).has_table(name):
+            raise ConfigError(
+                f"the database holds {name}, which revoke_user ends with the sessions, but "
+                f"this process never loaded it: import {module} first, or pass "
+                "keep_grants=True to end the sessions alone"
+            )
     for framework_table in METADATA.sorted_tables:
         end: UserRevoked | None
         if end := framework_table.info.get(WHEN_USER_REVOKED):

@@ -200,6 +200,36 @@ def test_a_process_that_never_loaded_the_grants_refuses_to_leave_them_live(
     db.dispose()
 
 
+def test_a_process_that_never_loaded_the_oauth_codes_refuses_to_leave_them_live(
+    tmp_path: Path,
+) -> None:
+    """The codes a user allowed are ended by the OAuth tables' module, which only an app with
+    MCP on loads: a script that loaded the grants and not it refuses too, naming it."""
+    import rastrillo.agents.tables  # noqa: F401  (the database gets the OAuth tables)
+
+    path = tmp_path / "app.db"
+    db = Database(str(path))
+    db.start(None)
+    create_session(db, "3")
+    script = (
+        "from rastrillo.agents import grants\n"
+        "from rastrillo.storage import Database\n"
+        "from rastrillo.sessions import revoke_user\n"
+        "from rastrillo.errors import ConfigError\n"
+        f"db = Database({str(path)!r})\n"
+        "try:\n"
+        "    revoke_user(db, '3')\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert "import rastrillo.agents.tables" in said and "keep_grants=True" in said, said
+    assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 1
+    db.dispose()
+
+
 @pytest.fixture
 def oauth_server(tmp_path: Path, db_url: str) -> Iterator[OAuthServer]:
     options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
@@ -248,3 +278,32 @@ def test_an_approval_given_before_the_users_access_ended_runs_nothing_after(
     with pytest.raises(ApprovalInvalid):
         call(asked.value.approval_id)
     assert served.db.query_one("SELECT COUNT(*) AS n FROM notes").n == 0
+
+
+@pytest.mark.parametrize("when", ["before its tokens", "after its tokens"])
+def test_a_code_being_traded_as_the_users_access_ends_makes_no_grant(
+    oauth_server: OAuthServer, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """The trade has made the grant and the user's access ends before the trade issued
+    its tokens, or before it linked the grant to its code: the client is told
+    ``invalid_grant`` (never a 500), and no grant is left live."""
+    s = oauth_server
+    client_id = s.register(name="Thief's client")
+    verifier, challenge = pkce()
+    code = s.code(client_id, challenge)
+    issue = grants.issue_tokens
+    issued: list[grants.Tokens] = []
+
+    def ending(db: Database, grant_id: str) -> grants.Tokens:
+        if when == "before its tokens":
+            revoke_user(db, "7")
+        issued.append(issue(db, grant_id))
+        if when == "after its tokens":
+            revoke_user(db, "7")
+        return issued[-1]
+
+    monkeypatch.setattr(grants, "issue_tokens", ending)
+    refused = s.exchange(client_id, code, verifier)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
+    assert s.live_grants() == []
+    assert all(not s.live(t.access_token) for t in issued)
