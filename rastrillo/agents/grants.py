@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     Column,
+    ColumnElement,
     ForeignKey,
     Index,
     String,
@@ -510,7 +511,17 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
 def _revoke_in(conn: Connection, now: datetime, condition: list[Any]) -> int:
     """Revoke, in the caller's write transaction, the live grants among those matching
     ``condition``, and end the sessions made for the calls of any of them (one made
-    while it was being revoked too); return how many this revoked."""
+    while it was being revoked too); return how many this revoked.
+
+    The order of the locks is the one every revocation takes: the sessions' rows, then
+    the grant's, then the approvals'. ``sessions.revoke_user`` ends the user's sessions
+    before their grants, so ending a grant's sessions after locking its row would let
+    the two wait on each other (PostgreSQL fails one as a deadlock). A write dispatched
+    under a session holds its row while it asks for or uses an approval, so deleting it
+    waits for the write to commit, and the approvals' end then sees what it asked.
+    """
+    link = grant_sessions_table
+    _end_sessions(conn, link.c.grant_id.in_(select(grants_table.c.id).where(*condition)))
     found = conn.execute(
         select(
             grants_table.c.id,
@@ -528,20 +539,22 @@ def _revoke_in(conn: Connection, now: datetime, condition: list[Any]) -> int:
             .where(grants_table.c.id.in_([row.id for row in live]))
             .values(revoked_at=now)
         )
-    # The sessions end before the approvals: a write dispatched under one holds its row
-    # locked (sessions.find_session_in) while it asks or uses an approval, so this waits
-    # for it to commit and then ends what it asked; one dispatched later waits for this
-    # and finds no session.
-    link = grant_sessions_table
+    # Again: grant_session links a session and then reads the grant's row locked, so one
+    # linked while this waited for that row is ended here.
     mine = link.c.grant_id.in_([row.id for row in found])
-    ended = select(link.c.session_digest).where(mine)
-    conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(ended)))
+    _end_sessions(conn, mine)
     conn.execute(delete(link).where(mine))
     for row in live:
         conn.execute(delete(tokens_table).where(tokens_table.c.grant_id == row.id))
         actor = Actor.agent(row.agent, grant=row.id)
         consent.end_agent(conn, now, user_id=row.user_id, actor=str(actor))
     return len(live)
+
+
+def _end_sessions(conn: Connection, links: ColumnElement[bool]) -> None:
+    """Delete the sessions whose links match ``links``."""
+    linked = select(grant_sessions_table.c.session_digest).where(links)
+    conn.execute(delete(sessions_table).where(sessions_table.c.id_digest.in_(linked)))
 
 
 def revoke_all_in(conn: Connection, now: datetime, user_id: str) -> None:

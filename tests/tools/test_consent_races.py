@@ -26,6 +26,7 @@ from sqlalchemy import create_engine
 import rastrillo
 from rastrillo.agents import grants
 from rastrillo.sessions import create_session, revoke_user
+from rastrillo.sessions.store import WHEN_USER_REVOKED
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
@@ -385,4 +386,34 @@ def test_an_approval_expires_at_its_ttl_to_the_microsecond(db_url, tmp_path):
     clock.advance(ttl)
     assert decided(six) == "expired"
     audit.flush(f.app.db)
+    f.app.db.dispose()
+
+
+def test_a_users_access_ended_while_one_of_their_grants_is_revoked_both_finish(pg_url, tmp_path):
+    """``revoke_user`` has ended the user's sessions and not yet reached their grants when
+    the user presses Revoke on one grant: both finish, neither is failed by PostgreSQL
+    as a deadlock (each takes the sessions' rows before the grant's)."""
+    f = build(tmp_path, db=pg_url)
+    granted = _Granted(f)
+    at_grants, go_on = threading.Event(), threading.Event()
+    end_grants = grants.grants_table.info[WHEN_USER_REVOKED]
+
+    def paused(conn, now, user_id):
+        at_grants.set()
+        assert go_on.wait(30)
+        end_grants(conn, now, user_id)
+
+    waiting = _waiting_for_a_lock(pg_url)
+    grants.grants_table.info[WHEN_USER_REVOKED] = paused
+    try:
+        ending = _in_thread(lambda: revoke_user(f.app.db, "3"))
+        assert at_grants.wait(30)
+        revoking = _in_thread(lambda: grants.revoke(f.app.db, granted.grant.id))
+        until(lambda: waiting() or revoking.done(), "the revocation to wait on a lock")
+        go_on.set()
+        assert ending.result(timeout=30) == 1
+        assert revoking.result(timeout=30) is False  # revoke_user revoked it first
+    finally:
+        grants.grants_table.info[WHEN_USER_REVOKED] = end_grants
+    assert grants.list_grants(f.app.db, "3") == []
     f.app.db.dispose()
