@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.context import is_tool_call
 from rastrillo.errors import ConfigError
-from rastrillo.logs import Due, Repeats
+from rastrillo.logs import Repeats
 from rastrillo.visible import for_terminal
 
 log = logging.getLogger("rastrillo.csrf")
@@ -133,17 +133,9 @@ class CSRFMiddleware:
                         scope["path"],
                         for_terminal(address),
                         reason,
-                        _held(due),
+                        due.since("refusals", "of this client", "of this and other clients"),
                     )
                 response = PlainTextResponse("Cross-site request refused.", status_code=403)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _held(due: Due) -> str:
-    """What a logged refusal adds about those held back before it."""
-    if not due.held:
-        return ""
-    of = "of this and other clients" if due.shared else "of this client"
-    return f" ({due.held} more refusals {of} held back since the last line)"

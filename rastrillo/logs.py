@@ -28,6 +28,15 @@ class Due:
     """Its key was not remembered (too many keys at once): ``held`` counts the events of
     every key so treated, not of its key alone."""
 
+    def since(self, events: str, of_key: str, of_shared: str) -> str:
+        """What the line written adds about those held back before it, or nothing:
+        `` (3 more refusals of this client held back since the last line)``, with
+        ``of_shared`` in place of ``of_key`` when ``held`` counts other keys' too."""
+        if not self.held:
+            return ""
+        of = of_shared if self.shared else of_key
+        return f" ({self.held} more {events} {of} held back since the last line)"
+
 
 class Repeats:
     """Per key, the first event and then at most one a window; those between are counted.

@@ -211,17 +211,13 @@ def _presented_outside(db: Database, digest: str, user_id: str) -> None:
     due = _PRESENTED.due(digest, db.clock.monotonic())
     if due is None:
         return
-    held = ""
-    if due.held:
-        of = "of it and of other sessions" if due.shared else "of it"
-        held = f" ({due.held} more presentations {of} held back since the last line)"
     # The digest, not the id: the log must be no road to a live session either.
     log.warning(
         "a session made for an agent's calls was presented outside a tool call and "
         "taken for none (user %s, session digest %s…)%s",
         for_terminal(user_id),
         digest[:12],
-        held,
+        due.since("presentations", "of it", "of it and of other sessions"),
     )
 
 
