@@ -110,9 +110,7 @@ from rastrillo.sessions import throttle
 from rastrillo.storage import Database
 
 __all__ = [
-    "AUTHORIZE_PATH",
     "CODE_TTL",
-    "CONSENT_PATH",
     "REQUEST_TTL",
     "Authority",
     "AuthorizationGone",
@@ -123,10 +121,6 @@ __all__ = [
     "pending",
 ]
 
-AUTHORIZE_PATH = OAUTH_AUTHORIZE_PATH
-TOKEN_PATH = OAUTH_TOKEN_PATH
-REGISTER_PATH = OAUTH_REGISTER_PATH
-REVOKE_PATH = OAUTH_REVOKE_PATH
 
 CODE_TTL = timedelta(minutes=2)
 """An authorization code is traded for tokens at once; two minutes allows a slow client."""
@@ -389,10 +383,10 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         self.metadata = OAuthMetadata.model_validate(
             {
                 "issuer": origin,
-                "authorization_endpoint": origin + AUTHORIZE_PATH,
-                "token_endpoint": origin + TOKEN_PATH,
-                "registration_endpoint": origin + REGISTER_PATH,
-                "revocation_endpoint": origin + REVOKE_PATH,
+                "authorization_endpoint": origin + OAUTH_AUTHORIZE_PATH,
+                "token_endpoint": origin + OAUTH_TOKEN_PATH,
+                "registration_endpoint": origin + OAUTH_REGISTER_PATH,
+                "revocation_endpoint": origin + OAUTH_REVOKE_PATH,
                 "response_types_supported": ["code"],
                 "grant_types_supported": sorted(_GRANT_TYPES),
                 "token_endpoint_auth_methods_supported": ["none"],
@@ -742,9 +736,9 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         middleware (no cookie, no CSRF check: a client authenticates with PKCE and tokens)."""
         resource = ProtectedResourceMetadataHandler(self.resource_metadata).handle
         posted: list[tuple[str, Callable[[Request], Any]]] = [
-            (TOKEN_PATH, self._token_endpoint),
-            (REGISTER_PATH, self._register_endpoint),
-            (REVOKE_PATH, self._revocation_endpoint),
+            (OAUTH_TOKEN_PATH, self._token_endpoint),
+            (OAUTH_REGISTER_PATH, self._register_endpoint),
+            (OAUTH_REVOKE_PATH, self._revocation_endpoint),
         ]
         return [
             # RFC 9728 puts the resource's path after the well-known name; the bare path
@@ -758,7 +752,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 )
             ),
             # No CORS here: a browser is sent to authorize, no script calls it.
-            Route(AUTHORIZE_PATH, _limited(self._authorize_endpoint), methods=["GET"]),
+            Route(OAUTH_AUTHORIZE_PATH, _limited(self._authorize_endpoint), methods=["GET"]),
             *(
                 Route(path, _cors(_limited(handle), _POST), methods=_POST)
                 for path, handle in posted

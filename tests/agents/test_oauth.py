@@ -28,6 +28,13 @@ from sqlalchemy import MetaData, select, update
 from rastrillo.agents import grants, oauth
 from rastrillo.agents.mcp import APPROVAL_META
 from rastrillo.app import App
+from rastrillo.routing import (
+    CONSENT_PATH,
+    OAUTH_AUTHORIZE_PATH,
+    OAUTH_REGISTER_PATH,
+    OAUTH_REVOKE_PATH,
+    OAUTH_TOKEN_PATH,
+)
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import ManualClock, live_server
 from tests.support import TLS
@@ -59,7 +66,7 @@ class Server:
 
     def register(self, *uris: str, name: str = "Test client", **extra: object) -> str:
         body = {"redirect_uris": list(uris or (LOOPBACK_REDIRECT,)), "client_name": name, **extra}
-        response = self.http.post(oauth.REGISTER_PATH, json=body)
+        response = self.http.post(OAUTH_REGISTER_PATH, json=body)
         assert response.status_code == 201, response.text
         return response.json()["client_id"]
 
@@ -74,14 +81,14 @@ class Server:
             **params,
         }
         return self.http.get(
-            oauth.AUTHORIZE_PATH, params={k: v for k, v in query.items() if v is not None}
+            OAUTH_AUTHORIZE_PATH, params={k: v for k, v in query.items() if v is not None}
         )
 
     def consent_url(self, client_id: str, challenge: str, **params: str | None) -> str:
         response = self.authorize(client_id, code_challenge=challenge, **params)
         assert response.status_code == 302, response.text
         location = response.headers["location"]
-        assert location.startswith(self.origin + oauth.CONSENT_PATH + "?request=")
+        assert location.startswith(self.origin + CONSENT_PATH + "?request=")
         return location
 
     def browser(self, user: str = USER, origin: str | None = None) -> httpx.Client:
@@ -97,7 +104,7 @@ class Server:
         assert browser.get(consent_url).status_code == 200
         request_id = query_of(consent_url)["request"]
         return browser.post(
-            oauth.CONSENT_PATH, data={"request": request_id, "decision": decision, "agent": agent}
+            CONSENT_PATH, data={"request": request_id, "decision": decision, "agent": agent}
         )
 
     def code(self, client_id: str, challenge: str, **params: str | None) -> str:
@@ -106,7 +113,7 @@ class Server:
         return query_of(done.headers["location"])["code"]
 
     def token(self, **data: str) -> httpx.Response:
-        return self.http.post(oauth.TOKEN_PATH, data=data)
+        return self.http.post(OAUTH_TOKEN_PATH, data=data)
 
     def exchange(self, client_id: str, code: str, verifier: str, **extra: str) -> httpx.Response:
         data = {
@@ -177,10 +184,10 @@ def test_metadata_names_this_app_as_the_resources_authorization_server(server: S
         assert resource["authorization_servers"] == [server.origin]
     meta = server.http.get("/.well-known/oauth-authorization-server").json()
     assert meta["issuer"] == server.origin
-    assert meta["authorization_endpoint"] == server.origin + oauth.AUTHORIZE_PATH
-    assert meta["token_endpoint"] == server.origin + oauth.TOKEN_PATH
-    assert meta["registration_endpoint"] == server.origin + oauth.REGISTER_PATH
-    assert meta["revocation_endpoint"] == server.origin + oauth.REVOKE_PATH
+    assert meta["authorization_endpoint"] == server.origin + OAUTH_AUTHORIZE_PATH
+    assert meta["token_endpoint"] == server.origin + OAUTH_TOKEN_PATH
+    assert meta["registration_endpoint"] == server.origin + OAUTH_REGISTER_PATH
+    assert meta["revocation_endpoint"] == server.origin + OAUTH_REVOKE_PATH
     assert meta["code_challenge_methods_supported"] == ["S256"]
     assert meta["response_types_supported"] == ["code"]
     assert meta["grant_types_supported"] == ["authorization_code", "refresh_token"]
@@ -241,7 +248,7 @@ def test_revocation_takes_effect_on_the_next_call(stored: Server):
         client_id, tokens = stored.tokens()
         assert stored.live(tokens["access_token"])
         done = stored.http.post(
-            oauth.REVOKE_PATH, data={"token": tokens[kind], "client_id": client_id}
+            OAUTH_REVOKE_PATH, data={"token": tokens[kind], "client_id": client_id}
         )
         assert done.status_code == 200
         assert not stored.live(tokens["access_token"])
@@ -252,8 +259,8 @@ def test_revocation_takes_effect_on_the_next_call(stored: Server):
 def test_another_client_cannot_revoke_or_refresh_a_grant(server: Server):
     client_id, tokens = server.tokens()
     other = server.register()
-    server.http.post(oauth.REVOKE_PATH, data={"token": tokens["access_token"], "client_id": other})
-    server.http.post(oauth.REVOKE_PATH, data={"token": tokens["refresh_token"], "client_id": other})
+    server.http.post(OAUTH_REVOKE_PATH, data={"token": tokens["access_token"], "client_id": other})
+    server.http.post(OAUTH_REVOKE_PATH, data={"token": tokens["refresh_token"], "client_id": other})
     assert server.live(tokens["access_token"])
     assert server.refresh(other, tokens["refresh_token"]).status_code == 400
     assert server.refresh(client_id, tokens["refresh_token"]).status_code == 200
@@ -328,7 +335,7 @@ def test_implicit_and_password_grants_do_not_exist(server: Server):
         {"response_types": ["code", "token"]},
     ):
         response = server.http.post(
-            oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], **body}
+            OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], **body}
         )
         assert response.status_code == 400
         assert response.json()["error"] == "invalid_client_metadata"
@@ -469,11 +476,11 @@ def test_registration_takes_only_safe_redirect_uris(server: Server):
         "https://user:pw@app.example/cb",
         "myapp:/cb",
     ):
-        response = server.http.post(oauth.REGISTER_PATH, json={"redirect_uris": [uri]})
+        response = server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": [uri]})
         assert response.status_code == 400, uri
         assert response.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
     ok = server.http.post(
-        oauth.REGISTER_PATH,
+        OAUTH_REGISTER_PATH,
         json={"redirect_uris": ["com.example.app:/cb", "http://[::1]/cb", WEB_REDIRECT]},
     )
     assert ok.status_code == 201
@@ -505,13 +512,13 @@ def too_many(response: httpx.Response) -> None:
 def test_registrations_are_rate_limited_per_address(clocked: tuple[Server, ManualClock]):
     server, clock = clocked
     made = {server.register() for _ in range(oauth.REGISTRATIONS_PER_ADDRESS)}
-    too_many(server.http.post(oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT]}))
+    too_many(server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT]}))
     assert clients(server) == made  # the refused one stored nothing
     # Another address has its own count (all of 127.0.0.0/8 is loopback).
     elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
     with httpx.Client(base_url=server.origin, transport=elsewhere) as other:
         body = {"redirect_uris": [LOOPBACK_REDIRECT]}
-        assert other.post(oauth.REGISTER_PATH, json=body).status_code == 201
+        assert other.post(OAUTH_REGISTER_PATH, json=body).status_code == 201
     clock.advance(oauth.RATE_WINDOW.total_seconds())
     server.register()  # a new window
 
@@ -524,12 +531,12 @@ def test_a_registration_is_json_so_no_page_sends_one_without_cors(server: Server
     for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
         headers = {"Content-Type": content_type} if content_type else {}
         for _ in range(oauth.REGISTRATIONS_PER_ADDRESS + 1):
-            refused = server.http.post(oauth.REGISTER_PATH, content=body, headers=headers)
+            refused = server.http.post(OAUTH_REGISTER_PATH, content=body, headers=headers)
             assert refused.status_code == 400, content_type
             assert refused.json()["error"] == "invalid_client_metadata"
     assert clients(server) == set()
     typed = {"Content-Type": "Application/JSON; charset=utf-8"}
-    assert server.http.post(oauth.REGISTER_PATH, content=body, headers=typed).status_code == 201
+    assert server.http.post(OAUTH_REGISTER_PATH, content=body, headers=typed).status_code == 201
     server.register()  # nothing refused was counted
 
 
@@ -537,7 +544,7 @@ def test_a_pages_registrations_spend_its_own_origins_count_only(server: Server):
     body = {"redirect_uris": [LOOPBACK_REDIRECT]}
 
     def from_page(origin: str) -> httpx.Response:
-        return server.http.post(oauth.REGISTER_PATH, json=body, headers={"Origin": origin})
+        return server.http.post(OAUTH_REGISTER_PATH, json=body, headers={"Origin": origin})
 
     hostile = "https://hostile.example"
     for _ in range(oauth.REGISTRATIONS_PER_ORIGIN):
@@ -571,7 +578,7 @@ def test_a_site_of_many_origins_cannot_hold_up_a_browser_based_client_on_this_ma
     body = {"redirect_uris": [LOOPBACK_REDIRECT]}
 
     def from_page(origin: str) -> httpx.Response:
-        return server.http.post(oauth.REGISTER_PATH, json=body, headers={"Origin": origin})
+        return server.http.post(OAUTH_REGISTER_PATH, json=body, headers={"Origin": origin})
 
     site = oauth.REGISTRATIONS_FROM_PAGES // oauth.REGISTRATIONS_PER_ORIGIN
     for n in range(site):
@@ -635,11 +642,11 @@ def test_a_refused_authorize_request_is_counted_against_no_one(server: Server):
 
 def test_a_registration_too_big_to_keep_is_refused(server: Server):
     many = [f"http://127.0.0.1:{9000 + n}/cb{n}" for n in range(11)]
-    refused = server.http.post(oauth.REGISTER_PATH, json={"redirect_uris": many})
+    refused = server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": many})
     assert refused.status_code == 400
     assert refused.json()["error"] == "invalid_redirect_uri"
     huge = {"redirect_uris": [LOOPBACK_REDIRECT], "client_uri": "https://app.example/" + "x" * 9000}
-    refused = server.http.post(oauth.REGISTER_PATH, json=huge)
+    refused = server.http.post(OAUTH_REGISTER_PATH, json=huge)
     assert refused.status_code == 400
     assert refused.json()["error"] == "invalid_client_metadata"
     assert clients(server) == set()
@@ -648,7 +655,7 @@ def test_a_registration_too_big_to_keep_is_refused(server: Server):
 
 def test_a_long_client_name_is_refused(server: Server):
     response = server.http.post(
-        oauth.REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": "x" * 101}
+        OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": "x" * 101}
     )
     assert response.status_code == 400
 
@@ -711,7 +718,7 @@ def test_the_consent_page_needs_a_signed_in_user(server: Server):
     assert sign_in.startswith("/signin?")
     assert query_of(sign_in)["next"] == consent.removeprefix(server.origin)
     request_id = query_of(consent)["request"]
-    posted = anonymous.post(oauth.CONSENT_PATH, data={"request": request_id, "decision": "allow"})
+    posted = anonymous.post(CONSENT_PATH, data={"request": request_id, "decision": "allow"})
     assert posted.status_code == 403
     assert oauth.pending(server.app.db, request_id) is not None
 
@@ -732,7 +739,7 @@ def test_a_consent_post_from_another_origin_or_a_frame_is_refused(server: Server
     request_id = query_of(consent)["request"]
     browser = server.browser()
     response = browser.post(
-        oauth.CONSENT_PATH,
+        CONSENT_PATH,
         data={"request": request_id, "decision": "allow", "agent": "x"},
         headers=headers,
     )
@@ -844,7 +851,7 @@ def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Se
     # The person presses Allow with what the page offered.
     request_id = query_of(consent)["request"]
     done = browser.post(
-        oauth.CONSENT_PATH,
+        CONSENT_PATH,
         data={"request": request_id, "decision": "allow", "agent": offered.group(1)},
     )
     code = query_of(done.headers["location"])["code"]
@@ -894,7 +901,7 @@ def test_deny_sends_access_denied_and_the_request_cannot_be_allowed_after(server
     }
     request_id = query_of(consent)["request"]
     late = server.browser().post(
-        oauth.CONSENT_PATH, data={"request": request_id, "decision": "allow", "agent": "x"}
+        CONSENT_PATH, data={"request": request_id, "decision": "allow", "agent": "x"}
     )
     assert late.status_code == 400
     assert "This request has ended" in late.text
@@ -924,7 +931,7 @@ def test_an_expired_consent_request_cannot_be_answered(server: Server):
     assert browser.get(consent).status_code == 400
     request_id = query_of(consent)["request"]
     late = browser.post(
-        oauth.CONSENT_PATH, data={"request": request_id, "decision": "allow", "agent": "x"}
+        CONSENT_PATH, data={"request": request_id, "decision": "allow", "agent": "x"}
     )
     assert late.status_code == 400
     assert server.grants() == []

@@ -20,8 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from rastrillo.agents import grants, oauth
+from rastrillo.agents import grants
 from rastrillo.app import App
+from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import live_server
 from tests.support import TLS
@@ -81,7 +82,7 @@ def test_the_typescript_sdk_discovers_registers_and_trades_the_code(app: App):
         asked = node.step("authorize")
         assert node.step("started")["result"] == "REDIRECT"
         url = asked["url"]
-        assert url.startswith(app.origin + oauth.AUTHORIZE_PATH + "?")
+        assert url.startswith(app.origin + OAUTH_AUTHORIZE_PATH + "?")
         sent = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
         assert sent["code_challenge_method"] == "S256"
         assert sent["resource"] == app.origin + "/mcp"
@@ -93,7 +94,7 @@ def test_the_typescript_sdk_discovers_registers_and_trades_the_code(app: App):
             assert browser.get(consent).status_code == 200
             request_id = parse_qs(urlsplit(consent).query)["request"][0]
             allowed = browser.post(
-                app.origin + oauth.CONSENT_PATH,
+                app.origin + CONSENT_PATH,
                 data={"request": request_id, "decision": "allow", "agent": "ts-agent"},
             )
         assert allowed.status_code == 303

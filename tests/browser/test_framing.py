@@ -10,8 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from rastrillo.agents import oauth
 from rastrillo.app import App
+from rastrillo.routing import OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
 from rastrillo.tools import consent
 from tests.browser.hostile import hostile_site
 from tests.browser.test_tickets import ALICE, Person, propose_cancel, sign_in
@@ -124,10 +124,10 @@ def start_authorization(app: App) -> str:
     redirect = "http://127.0.0.1:9/cb"
     with httpx.Client(verify=TLS, base_url=app.origin) as client:
         registered = client.post(
-            oauth.REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": "Quick"}
+            OAUTH_REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": "Quick"}
         )
         asked = client.get(
-            oauth.AUTHORIZE_PATH,
+            OAUTH_AUTHORIZE_PATH,
             params={
                 "response_type": "code",
                 "client_id": registered.json()["client_id"],

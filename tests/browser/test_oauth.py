@@ -33,6 +33,12 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from rastrillo.agents import grants, oauth
 from rastrillo.app import App
 from rastrillo.loader import load_options
+from rastrillo.routing import (
+    CONSENT_PATH,
+    OAUTH_AUTHORIZE_PATH,
+    OAUTH_REGISTER_PATH,
+    OAUTH_REVOKE_PATH,
+)
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.browser.hostile import hostile_site, loopback_site
@@ -120,7 +126,7 @@ class Person:
         await page.goto(url)
         if "/signin" in page.url:
             await sign_in_on_the_way(page)
-        await expect(page).to_have_url(re.compile(re.escape(oauth.CONSENT_PATH) + r"\?request="))
+        await expect(page).to_have_url(re.compile(re.escape(CONSENT_PATH) + r"\?request="))
         await expect(page.get_by_role("heading", level=1)).to_have_text(
             "Connect Ticket Desk Agent to your account?"
         )
@@ -203,7 +209,7 @@ def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_r
                     # revocation (RFC 7009), then the old token is refused on /mcp
                     async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as plain:
                         done = await plain.post(
-                            oauth.REVOKE_PATH,
+                            OAUTH_REVOKE_PATH,
                             data={"token": second.access_token, "client_id": grant.client_id},
                         )
                         assert done.status_code == 200
@@ -233,12 +239,12 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
                 page = await context.new_page()
                 async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as client:
                     registered = await client.post(
-                        oauth.REGISTER_PATH,
+                        OAUTH_REGISTER_PATH,
                         json={"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "Framed"},
                     )
                     client_id = registered.json()["client_id"]
                     asked = await client.get(
-                        oauth.AUTHORIZE_PATH,
+                        OAUTH_AUTHORIZE_PATH,
                         params={
                             "response_type": "code",
                             "client_id": client_id,
@@ -255,7 +261,7 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
 
                 frame_and_form = f"""<!doctype html><title>Win a prize</title>
                     <iframe name="victim" src="{consent}" width="800" height="600"></iframe>
-                    <form method="post" action="{app.origin}{oauth.CONSENT_PATH}">
+                    <form method="post" action="{app.origin}{CONSENT_PATH}">
                       <input type="hidden" name="request" value="{request_id}">
                       <input type="hidden" name="agent" value="prize">
                       <button name="decision" value="allow">Claim your prize</button>
@@ -273,7 +279,7 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
                     await expect(victim.get_by_role("button", name="Allow")).to_have_count(0)
                     await framed.screenshot(path=ARTIFACTS / "consent-framed.png")
 
-                    async with framed.expect_response(app.origin + oauth.CONSENT_PATH) as posted:
+                    async with framed.expect_response(app.origin + CONSENT_PATH) as posted:
                         await framed.get_by_role("button", name="Claim your prize").click()
                     assert (await posted.value).status == 403
                 assert oauth.pending(app.db, request_id) is not None

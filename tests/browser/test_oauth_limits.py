@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 
 from rastrillo.agents import oauth
 from rastrillo.app import App
+from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
 from tests.browser.hostile import hostile_site
 from tests.support import TLS
 
@@ -49,8 +50,8 @@ def hostile_script(app: App) -> str:
     """Registers every way a page can, then loads authorize as images: for its own client
     (when a registration let it read the client id) and for a client that does not exist.
     Sets ``window.done`` to what it could read of the answers."""
-    register = json.dumps(app.origin + oauth.REGISTER_PATH)
-    authorize = json.dumps(app.origin + oauth.AUTHORIZE_PATH + "?")
+    register = json.dumps(app.origin + OAUTH_REGISTER_PATH)
+    authorize = json.dumps(app.origin + OAUTH_AUTHORIZE_PATH + "?")
     body = json.dumps(json.dumps({"redirect_uris": [REDIRECT], "client_name": "Hostile"}))
     return f"""<!doctype html><title>Cute cats</title><script>
     (async () => {{
@@ -86,7 +87,7 @@ def browser_registration(origin: str) -> str:
     own origin. Sets ``window.done`` to the answer's status."""
     body = json.dumps(json.dumps({"redirect_uris": [REDIRECT], "client_name": "Inspector"}))
     return f"""<!doctype html><title>Inspector</title><script>
-    fetch({json.dumps(origin + oauth.REGISTER_PATH)}, {{method: "POST", body: {body},
+    fetch({json.dumps(origin + OAUTH_REGISTER_PATH)}, {{method: "POST", body: {body},
           headers: {{"Content-Type": "application/json"}}}})
       .then((answer) => {{ window.done = answer.status; }});
     </script>"""
@@ -113,13 +114,13 @@ def test_a_page_cannot_spend_the_limits_of_the_persons_own_clients(
     # consent page as if the page had never run.
     with httpx.Client(verify=TLS, base_url=app.origin) as client:
         registered = client.post(
-            oauth.REGISTER_PATH, json={"redirect_uris": [REDIRECT], "client_name": "Claude"}
+            OAUTH_REGISTER_PATH, json={"redirect_uris": [REDIRECT], "client_name": "Claude"}
         )
         assert registered.status_code == 201, registered.text
         client_id = registered.json()["client_id"]
-        asked = client.get(f"{oauth.AUTHORIZE_PATH}?{authorize_query(client_id)}")
+        asked = client.get(f"{OAUTH_AUTHORIZE_PATH}?{authorize_query(client_id)}")
         assert asked.status_code == 302, asked.text
-        assert asked.headers["location"].startswith(app.origin + oauth.CONSENT_PATH)
+        assert asked.headers["location"].startswith(app.origin + CONSENT_PATH)
 
     # The page got its own origin's allowance, and no more.
     limit = oauth.REGISTRATIONS_PER_ORIGIN
@@ -128,7 +129,7 @@ def test_a_page_cannot_spend_the_limits_of_the_persons_own_clients(
 
     with httpx.Client(verify=TLS, base_url=app.origin) as client:
         # The page's own client used up its own authorizations, and nobody else's.
-        spent_own = client.get(f"{oauth.AUTHORIZE_PATH}?{authorize_query(spent['own'])}")
+        spent_own = client.get(f"{OAUTH_AUTHORIZE_PATH}?{authorize_query(spent['own'])}")
         assert spent_own.status_code == 429
 
     # A browser-based client on another origin registers too.
