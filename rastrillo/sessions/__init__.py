@@ -5,7 +5,13 @@ real: the cookie of a deleted row is worth nothing. See docs/sessions.md.
 """
 
 from rastrillo.options import RateLimit
-from rastrillo.sessions.guard import require, requires_session, safe_next
+from rastrillo.sessions.guard import (
+    require,
+    requires_session,
+    safe_next,
+    sign_in_url,
+    signed_in_recently,
+)
 from rastrillo.sessions.middleware import (
     SESSION_SCOPE_KEY,
     SessionMiddleware,
@@ -37,6 +43,8 @@ __all__ = [
     "revoke_user",
     "safe_next",
     "sign_in",
+    "sign_in_url",
     "sign_out",
+    "signed_in_recently",
     "verify_password",
 ]

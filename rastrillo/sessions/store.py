@@ -274,6 +274,22 @@ def _verdict(
     return True, None
 
 
+_SIGNED_IN = Prepared(
+    select(sessions_table.c.created).where(
+        sessions_table.c.id_digest == bindparam("digest"), sessions_table.c.agent_only == false()
+    )
+)
+
+
+def signed_in_at(db: Database, session_id: str) -> datetime | None:
+    """When the person signed in to make this session: its row's ``created``, which nothing
+    moves (using a session moves its idle expiry alone; only a new session, a sign-in, is
+    a new time). None for a session made for an agent's calls, which no sign-in made, and
+    for no session."""
+    row = db.query_one(_SIGNED_IN, digest=session_digest(session_id))
+    return None if row is None else row.created
+
+
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:
