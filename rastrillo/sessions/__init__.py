@@ -25,7 +25,7 @@ from rastrillo.sessions.passwords import (
     needs_rehash,
     verify_password,
 )
-from rastrillo.sessions.store import create_session, revoke_user
+from rastrillo.sessions.store import create_session, end_sessions, revoke_user
 from rastrillo.sessions.throttle import TooManyAttempts
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "check_password",
     "cookie_name",
     "create_session",
+    "end_sessions",
     "hash_password",
     "needs_rehash",
     "require",

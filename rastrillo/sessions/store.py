@@ -296,26 +296,41 @@ def delete_session(db: Database, session_id: str) -> None:
         conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
 
 
-def revoke_user(db: Database, user_id: str | int, *, keep_grants: bool = False) -> int:
-    """End every session of a user (after a password change, or when the account is
-    locked) and, unless ``keep_grants``, all else that acts on their word: their agent
+def revoke_user(db: Database, user_id: str | int) -> int:
+    """End a user's access everywhere (after a password change, or when the account is
+    locked): every session of theirs, and all else that acts on their word: their agent
     grants with every token, the OAuth codes they allowed, their approvals still to be
     used. Return how many sessions it ended.
 
-    Not the sessions alone by default: a grant acts for the user with no session of a
-    browser (``/mcp`` makes one for its calls), and an approval was given by one of the
-    user's sessions, which may have been a thief's; ending the sessions alone would leave
-    a token made, or a write approved, from a stolen session acting on. All of it is one
-    transaction.
+    Not the sessions alone (that is :func:`end_sessions`): a grant acts for the user with
+    no session of a browser (``/mcp`` makes one for its calls), and an approval was given
+    by one of the user's sessions, which may have been a thief's; ending the sessions
+    alone would leave a token made, or a write approved, from a stolen session acting on.
+    All of it is one transaction.
     """
     user_id = str(user_id)
     t = db.clock.now()
-    of_user = sessions_table.c.user_id == user_id
     with db.write() as conn:
-        ended = conn.execute(delete(sessions_table).where(of_user)).rowcount
-        if not keep_grants:
-            _end_what_acts_for(conn, t, user_id)
+        ended = _end_sessions_in(conn, user_id)
+        _end_what_acts_for(conn, t, user_id)
     return ended
+
+
+def end_sessions(db: Database, user_id: str | int) -> int:
+    """End every session of a user, and nothing else; return how many it ended.
+
+    What the user gave agents stays: their grants act on (a grant's calls get a new
+    session at their next), the OAuth codes they allowed may still be traded, and their
+    approvals still to be used wait on. For signing out everywhere where that must not
+    disconnect the user's agents; after a password change that may follow a theft, call
+    :func:`revoke_user`.
+    """
+    with db.write() as conn:
+        return _end_sessions_in(conn, str(user_id))
+
+
+def _end_sessions_in(conn: Connection, user_id: str) -> int:
+    return conn.execute(delete(sessions_table).where(sessions_table.c.user_id == user_id)).rowcount
 
 
 def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
@@ -332,8 +347,8 @@ def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
         if name not in METADATA.tables and inspect(conn).has_table(name):
             raise ConfigError(
                 f"the database holds {name}, which revoke_user ends with the sessions, but "
-                f"this process never loaded it: import {module} first, or pass "
-                "keep_grants=True to end the sessions alone"
+                f"this process never loaded it: import {module} first, or call "
+                "end_sessions to end the sessions alone"
             )
     for framework_table in METADATA.sorted_tables:
         end: UserRevoked | None
