@@ -342,9 +342,13 @@ def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
 
     A process that never loaded the grants' module or the OAuth tables' (a script
     importing only this one) has no end of them to call, while the database may hold live
-    grants or codes: it refuses, and the transaction ends nothing."""
+    grants or codes: it refuses, and the transaction ends nothing. A table this process
+    loaded that the database does not have (a script opened it before importing the
+    agents' modules; an app with MCP off has no OAuth tables) holds nothing acting for
+    anyone: its end is not called (its statements would fail on the missing table)."""
+    made = set(inspect(conn).get_table_names())
     for name, module in _ACTING_FOR_USERS.items():
-        if name not in METADATA.tables and inspect(conn).has_table(name):
+        if name not in METADATA.tables and name in made:
             raise ConfigError(
                 f"the database holds {name}, which revoke_user ends with the sessions, but "
                 f"this process never loaded it: import {module} first, or call "
@@ -352,7 +356,7 @@ def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
             )
     for framework_table in METADATA.sorted_tables:
         end: UserRevoked | None
-        if end := framework_table.info.get(WHEN_USER_REVOKED):
+        if framework_table.name in made and (end := framework_table.info.get(WHEN_USER_REVOKED)):
             end(conn, t, user_id)
 
 

@@ -236,6 +236,33 @@ def test_a_process_that_never_loaded_the_oauth_codes_refuses_to_leave_them_live(
     db.dispose()
 
 
+def test_a_script_that_opened_the_database_before_loading_the_agents_revokes_all_the_same(
+    db_url: str,
+) -> None:
+    """An operator's script opens the database (made by nothing else yet, or by an app with
+    MCP off: no OAuth tables) and only then imports the agents' modules, as the refusal
+    above tells it to: the tables those modules define are not in the database, and
+    nothing in them acts for the user. ``revoke_user`` ends the sessions and what there is
+    (it failed on "no such table")."""
+    script = (
+        "from rastrillo.sessions import create_session, revoke_user\n"
+        "from rastrillo.storage import Database\n"
+        f"db = Database({db_url!r})\n"
+        "db.start(None)\n"
+        "create_session(db, '3')\n"
+        "create_session(db, '4')\n"
+        "import rastrillo.agents.tables\n"
+        "print(revoke_user(db, '3'))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout) == (0, "1\n"), ran.stderr
+    db = Database(db_url)
+    try:
+        assert db.query_one("SELECT user_id FROM rastrillo_sessions").user_id == "4"
+    finally:
+        db.dispose()
+
+
 @pytest.fixture
 def oauth_server(tmp_path: Path, db_url: str) -> Iterator[OAuthServer]:
     options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
