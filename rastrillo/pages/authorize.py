@@ -8,8 +8,9 @@ may change it) and what that agent may do. Allow and Deny are CSRF-checked
 POSTs from the user's own browser session; a POST made inside a frame is
 refused too, on top of the framework pages' no-framing headers. The access
 outlives the session, so Allow needs a recent sign-in (``Options.recent_sign_in``):
-an older session is offered a sign-in that comes back here, and may still Deny. Plain HTML,
-no JavaScript; an app can restyle it with ``templates/_rastrillo/authorize.html``.
+an older session is offered a sign-in that comes back here, and may still Deny.
+Plain HTML, no JavaScript; an app can restyle it with
+``templates/_rastrillo/authorize.html``.
 
 :mod:`rastrillo.agents.oauth` (and with it the MCP SDK) is imported by the page's
 handlers, when the page is first asked for: an app serving only its own pages
