@@ -24,7 +24,7 @@ from rastrillo.loader import load_options
 from rastrillo.options import DEFAULT_RECENT_SIGN_IN
 from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
 from rastrillo.testing import ManualClock, live_server
-from tests.browser.chromium import TICKETS
+from tests.browser.chromium import ARTIFACTS, TICKETS
 from tests.browser.hostile import loopback_site
 from tests.browser.test_tickets import ALICE, Person, sign_in
 from tests.support import LIGHT, TLS
@@ -72,6 +72,7 @@ def test_a_token_needs_a_recent_sign_in_and_the_link_comes_back(
     page.reload()
     expect(page.get_by_role("button", name="New token")).to_have_count(0)
     expect(page.get_by_role("alert")).to_contain_text("needs a recent sign-in")
+    page.screenshot(path=ARTIFACTS / "agents-sign-in-again.png", full_page=True)
     sign_in_again(page, "/_rastrillo/agents")
     page.get_by_label("Agent name").fill("claude")
     page.get_by_role("button", name="New token").click()
@@ -111,6 +112,7 @@ def test_allowing_a_client_needs_a_recent_sign_in_and_the_link_comes_back(
         page.goto(consent)
         expect(page.get_by_role("button", name="Allow")).to_have_count(0)
         expect(page.get_by_role("button", name="Deny")).to_be_visible()
+        page.screenshot(path=ARTIFACTS / "consent-sign-in-again.png", full_page=True)
         sign_in_again(page, consent)
         page.get_by_role("button", name="Allow").click()
         expect(page.get_by_text("You can close this window.")).to_be_visible()
