@@ -107,6 +107,7 @@ from rastrillo.routing import (
     OAUTH_TOKEN_PATH,
 )
 from rastrillo.sessions import throttle
+from rastrillo.sessions.store import holds_session
 from rastrillo.storage import Database
 
 __all__ = [
@@ -254,11 +255,17 @@ def pending(db: Database, request_id: str) -> PendingAuthorization | None:
     )
 
 
-def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: str) -> str:
-    """The user allowed: make the code, and return where to send their browser.
+def allow(
+    db: Database, request_id: str, *, user_id: str, session: str, agent: str, issuer: str
+) -> str:
+    """The user allowed, in their browser ``session``: make the code, and return where to
+    send their browser.
 
     Raises :class:`AuthorizationGone` when the request cannot be answered any
-    more (only one answer counts), :class:`BadAgentName` for a bad agent name or one
+    more (only one answer counts), or ``session`` has ended: the code is made only while
+    it lives, in one transaction with its row locked (:func:`sessions.store.holds_session`),
+    so a ``sessions.revoke_user`` as it is made either comes first or ends the code too.
+    :class:`BadAgentName` for a bad agent name or one
     that one of the user's live grants has (in any case). The grant itself is made when
     the code is traded, and refused then if the name was taken in between.
     """
@@ -280,6 +287,7 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
         db,
         request_id,
         now,
+        session=session,
         user_id=user_id,
         agent=agent,
         code_digest=_digest(code),
@@ -300,11 +308,15 @@ def deny(db: Database, request_id: str, *, issuer: str) -> str:
     )
 
 
-def _decide(db: Database, request_id: str, now: datetime, **values: Any) -> Any:
+def _decide(
+    db: Database, request_id: str, now: datetime, session: str | None = None, **values: Any
+) -> Any:
     if not _RANDOM_256.fullmatch(request_id):
         raise AuthorizationGone(request_id)
     table = authorizations_table
     with db.write() as conn:
+        if session is not None and not holds_session(conn, now, session, values["user_id"]):
+            raise AuthorizationGone(request_id)
         done = conn.execute(
             update(table)
             .where(table.c.id == request_id, table.c.decided_at.is_(None), table.c.expires_at > now)
