@@ -41,7 +41,8 @@ The rules this provider adds to the SDK's:
   an ``Origin``) is counted for that origin at that address, and one a program sends
   for its address. Authorize is counted per registered client, once the request is
   valid. A client that no authorization or grant ever named is forgotten a day after
-  it registered: a flood of them neither fills the database nor lasts.
+  it registered: a flood of them neither fills the database nor lasts. What a row keeps
+  is bounded too: a registration to 8 KiB, a request's ``state`` to :data:`STATE_MAX`.
 - A refresh stores a token pair, so refreshes are rate limited per grant
   (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
 """
@@ -150,6 +151,10 @@ AUTHORIZATIONS_PER_CLIENT = 20
 connecting a client makes one, or a few). Counted once the request is valid (a known
 client, a redirect URI it registered, PKCE), so only a request that would store a row is
 counted, and only against the client it names."""
+STATE_MAX = 1024
+"""The most characters an authorization request's ``state`` may hold: it is stored with the
+request, and a URL may be 64 KiB (a client sends a random value, or a short one it
+encodes; RFC 6749 sets no bound)."""
 REFRESHES_PER_GRANT = 20
 """Refreshes one grant may make per :data:`RATE_WINDOW` (a client refreshes when its access
 token, good for an hour, runs out). Each stores a token pair, and the used refresh token
@@ -471,6 +476,8 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
             )
+        if params.state is not None and len(params.state) > STATE_MAX:
+            raise AuthorizeError("invalid_request", f"state is longer than {STATE_MAX} characters")
         try:
             await threads.in_thread(
                 throttle.take_attempt,
