@@ -30,7 +30,7 @@ from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import CONSENT_PATH, Route
-from rastrillo.sessions import require, sign_in_url, signed_in_recently
+from rastrillo.sessions import SESSION_SCOPE_KEY, require, sign_in_url, signed_in_recently
 
 if TYPE_CHECKING:
     from rastrillo.agents.oauth import PendingAuthorization
@@ -111,7 +111,12 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
                 return page(ctx, request, agent, status=403, typed=True)
             return ctx.redirect(
                 oauth.allow(
-                    ctx.db, request_id, user_id=str(ctx.user_id), agent=agent, issuer=issuer
+                    ctx.db,
+                    request_id,
+                    user_id=str(ctx.user_id),
+                    session=ctx.request.scope[SESSION_SCOPE_KEY],
+                    agent=agent,
+                    issuer=issuer,
                 )
             )
         except oauth.BadAgentName as exc:
