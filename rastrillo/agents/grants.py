@@ -301,6 +301,20 @@ def create_grant(
     first, or waits and revokes the grant too.
     """
     check_agent_name(agent)
+    with db.write() as conn:
+        return _create_grant_in(conn, db.clock.now(), user_id, agent, client, client_id, session)
+
+
+def _create_grant_in(
+    conn: Connection,
+    now: datetime,
+    user_id: str | int,
+    agent: str,
+    client: str,
+    client_id: str | None,
+    session: str | None,
+) -> Grant:
+    """:func:`create_grant`'s work, in the caller's write transaction (``agent`` checked)."""
     row: dict[str, Any] = {
         # Hex, so an id never starts with "-" and a terminal's `agents revoke <id>` takes it.
         "id": secrets.token_hex(16),
@@ -308,22 +322,19 @@ def create_grant(
         "agent": agent,
         "client": _printable(client) or "unnamed client",
         "client_id": client_id,
-        "created_at": db.clock.now(),
+        "created_at": now,
         "last_used_at": None,
         "revoked_at": None,
     }
-    with db.write() as conn:
-        if session is not None and not holds_session(
-            conn, row["created_at"], session, row["user_id"]
-        ):
-            raise GrantError("the session giving the grant has ended: sign in again")
-        # The user's grants are made one at a time (SQLite's write transaction is already
-        # the only one): the name's check and the insert see the same grants.
-        serialize(conn, f"{grants_table.name}:{row['user_id']}")
-        taken = conn.execute(_named(row["user_id"], agent)).mappings().first()
-        if taken is not None:
-            raise AgentNameTaken(_grant(taken))
-        conn.execute(grants_table.insert().values(**row))
+    if session is not None and not holds_session(conn, now, session, row["user_id"]):
+        raise GrantError("the session giving the grant has ended: sign in again")
+    # The user's grants are made one at a time (SQLite's write transaction is already
+    # the only one): the name's check and the insert see the same grants.
+    serialize(conn, f"{grants_table.name}:{row['user_id']}")
+    taken = conn.execute(_named(row["user_id"], agent)).mappings().first()
+    if taken is not None:
+        raise AgentNameTaken(_grant(taken))
+    conn.execute(grants_table.insert().values(**row))
     return _grant(row)
 
 
@@ -400,11 +411,14 @@ def personal_token(
     """A new grant for ``agent`` with one personal access token: (grant, token, expiry);
     ``session`` as for :func:`create_grant`.
 
-    Show the token to the user once; it cannot be read back.
+    Show the token to the user once; it cannot be read back. The grant and its token are
+    made in one transaction: no grant without its token, and none a ``revoke_user``
+    between the two would leave showing a token that never worked.
     """
-    grant = create_grant(db, user_id=user_id, agent=agent, client=PERSONAL_CLIENT, session=session)
+    check_agent_name(agent)
     now = db.clock.now()
     with db.write() as conn:
+        grant = _create_grant_in(conn, now, user_id, agent, PERSONAL_CLIENT, None, session)
         token = _insert_token(conn, grant.id, "personal", now, ttl)
     return grant, token, now + ttl
 

@@ -213,6 +213,19 @@ def test_a_personal_token_is_a_grant_of_its_own(db, clock):
     assert grants.authenticate(db, token) is None
 
 
+def test_a_personal_token_that_cannot_be_stored_leaves_no_grant(db, monkeypatch):
+    """The grant and its token are one transaction: no agent listed that no token reaches,
+    and none whose token a revocation between the two would make worthless once shown."""
+
+    def fails(*args: object) -> str:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(grants, "_insert_token", fails)
+    with pytest.raises(RuntimeError):
+        grants.personal_token(db, user_id="3", agent="openai")
+    assert grants.list_grants(db, "3") == []
+
+
 def test_grants_listed_per_user_newest_first_revoked_left_out(db, clock):
     a = oauth_grant(db, user="3", agent="a")
     clock.advance(timedelta(seconds=1).total_seconds())
