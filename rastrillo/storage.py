@@ -970,9 +970,11 @@ def split_sql(script: str) -> list[str]:
 
     A `;` inside a comment, a string literal, a dollar-quoted body or a
     trigger's ``BEGIN … END`` does not end a statement. A piece holding only
-    comments is dropped.
+    comments is dropped. The statements are split as ``sqlparse.parse`` splits them, but
+    not grouped into clauses, which nothing here reads: a third of the parse's time.
     """
-    return [str(s).strip() for s in sqlparse.parse(script) if _has_code(s)]
+    statements = sqlparse.engine.FilterStack().run(script)
+    return [str(s).strip() for s in statements if _has_code(s)]
 
 
 def _has_code(statement: sqlparse.sql.Statement) -> bool:
