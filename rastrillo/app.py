@@ -64,6 +64,7 @@ from rastrillo.routing import (
 from rastrillo.sessions.middleware import RequestSession, pending_session
 from rastrillo.sidecar import next_due_endpoint
 from rastrillo.storage import Database
+from rastrillo.tools import audit
 
 log = logging.getLogger("rastrillo.app")
 
@@ -249,7 +250,16 @@ class App:
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     break
+        await threads.in_thread(self._audit_written)
         await send({"type": "lifespan.shutdown.complete"})
+
+    def _audit_written(self) -> None:
+        """At the end of the lifespan, the calls' audit rows still queued are written:
+        the app may stop without its process ending (a test's, one mounted in another)."""
+        try:
+            audit.flush(self.db)
+        except audit.AuditNotWritten as exc:  # each row is logged in full, or still retried
+            log.warning("at shutdown: %s", exc)
 
     async def _version(self, request: Request) -> Response:
         return JSONResponse({"version": self.options.version})

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ADDR",
     "DEFAULT_APPROVAL_TTL",
+    "DEFAULT_RECENT_SIGN_IN",
     "DEFAULT_SESSION_IDLE",
     "DEFAULT_SESSION_LIFETIME",
     "Options",
@@ -42,6 +43,7 @@ DEFAULT_ADDR = "127.0.0.1:8000"
 DEFAULT_SESSION_IDLE = timedelta(days=2)
 DEFAULT_SESSION_LIFETIME = timedelta(days=14)
 DEFAULT_APPROVAL_TTL = timedelta(minutes=10)
+DEFAULT_RECENT_SIGN_IN = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,13 @@ class Options:
     """A session unused this long ends (two days by default)."""
     session_lifetime: timedelta = DEFAULT_SESSION_LIFETIME
     """A session ends this long after sign-in however much it is used (two weeks)."""
+    recent_sign_in: timedelta = DEFAULT_RECENT_SIGN_IN
+    """Giving an agent access (a token on the agents page, Allow on the consent page) needs
+    a session made by a sign-in no longer ago than this (a quarter of an hour); an older
+    one is sent to sign in again. Why: the access outlives the session, so whoever holds
+    a user's cookie (stolen, or a shared computer left signed in) must not be able to
+    give it; a thief has the password far more rarely than the cookie. Revoking needs no
+    recent sign-in."""
     sign_in_rate_limit: RateLimit = field(default_factory=RateLimit)
     """Failed password attempts allowed per account and per client address."""
     approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
@@ -209,6 +218,7 @@ _SETTINGS: list[tuple[str, Callable[[Any], bool], str]] = [
         ),
         "session_idle": _DURATION,
         "session_lifetime": _DURATION,
+        "recent_sign_in": _DURATION,
         "sign_in_rate_limit": (lambda value: isinstance(value, RateLimit), "a RateLimit"),
         "approval_ttl": _DURATION,
         "header_timeout": _SECONDS,

@@ -1,6 +1,8 @@
 """The framework's one way to run sync work in a worker thread: a sync ``handle``, a
-session's row check, a framework page's or endpoint's database work. (The sidecar's
-passes alone run elsewhere: each on a thread of its own, which a stop can abandon.)
+session's row check, a framework page's or endpoint's database work. (Two kinds of work
+alone run elsewhere, each on a thread of its own: the sidecar's passes, which a stop can
+abandon, and the agent endpoints' one build, which must not hold a worker for its second
+of imports: ``rastrillo.agents.endpoints``.)
 
 Starlette's ``run_in_threadpool`` goes through ``anyio.to_thread.run_sync``, whose
 capacity limiter, cancel scope and per-loop lookups cost about twice the CPU of the

@@ -23,6 +23,7 @@ RASTRILLO = str(Path(sys.executable).parent / "rastrillo")
     [
         ("approval_ttl", 600, "a datetime.timedelta longer than zero"),
         ("session_idle", timedelta(0), "a datetime.timedelta longer than zero"),
+        ("recent_sign_in", 900, "a datetime.timedelta longer than zero"),
         ("mcp", "yes", "True or False"),
         ("mcp_call_limit", 120, "a rastrillo.limits.CallLimit(calls=..., window=...), or None"),
         ("security_headers", 1, "True or False"),
@@ -54,6 +55,7 @@ def test_the_defaults_and_every_kind_of_good_value_are_taken():
         db="postgresql+psycopg://app@db/app",
         origin="https://tickets.example",
         approval_ttl=timedelta(minutes=5),
+        recent_sign_in=timedelta(hours=1),
         header_timeout=2,
         drain_timeout=0,
         max_body=0,

@@ -4,14 +4,17 @@ Building them imports the MCP SDK, over a second of CPU. Paid at start, it would
 delay the first page of every process — a scale-to-zero platform's wake-up, a
 worker's, a sidecar's — though most serve no agent for a long while, and many never.
 So the app routes their paths from the start (:data:`PATHS`, no import needed) and
-builds them at the first request to one, once, in a worker thread: the event loop
-goes on serving pages meanwhile. ``/mcp``'s session manager is then started in the
-app's lifespan, and runs until it ends; an app used without one (in-process, no
-server) has ``/mcp`` answer 503, as before.
+builds them at the first request to one, once, in a thread of the build's own: the
+event loop goes on serving pages meanwhile, and so do the worker threads (agents that
+arrive during the build wait for it on the loop, not each holding a worker). ``/mcp``'s
+session manager is then started in the app's lifespan, and runs until it ends; an app
+used without one (in-process, no server) has ``/mcp`` answer 503, as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -22,7 +25,6 @@ import anyio
 import anyio.abc
 from starlette.types import ASGIApp
 
-from rastrillo import threads
 from rastrillo.routing import MCP_PATH, OAUTH_PATHS
 
 if TYPE_CHECKING:
@@ -43,14 +45,16 @@ class Built:
 
 
 class AgentEndpoints:
-    """The endpoints at :data:`PATHS`, built by ``build`` (in a worker thread) at the
+    """The endpoints at :data:`PATHS`, built by ``build`` (in a thread of its own) at the
     first request to one of them."""
 
     def __init__(self, build: Callable[[], Built]) -> None:
         self._build = build
         self._built: Built | None = None
         self._lock = threading.Lock()
-        """Held while building: requests that come meanwhile wait for the one build."""
+        self._building: concurrent.futures.Future[Built] | None = None
+        """The build under way: requests that come meanwhile (from any event loop) wait
+        for it. None again after a failed build, so the next request tries again."""
         self._tasks: anyio.abc.TaskGroup | None = None
         """The lifespan's task group, while the app serves: ``/mcp``'s manager runs in it."""
         self._stop: anyio.Event | None = None
@@ -62,21 +66,40 @@ class AgentEndpoints:
         for ``/mcp``, with its session manager started when the app has a lifespan."""
         built = self._built
         if built is None:
-            built = await threads.in_thread(self._build_once)
+            built = await asyncio.wrap_future(self._build_started())
         if path != MCP_PATH:
             return built.oauth[path]
         if not self._running and self._tasks is not None:
             await self._start(built.mcp)
         return built.mcp
 
-    def _build_once(self) -> Built:
+    def _build_started(self) -> concurrent.futures.Future[Built]:
+        """The one build, started by the first request that finds none under way."""
         with self._lock:
-            if self._built is None:
-                built = self._build()
-                if built.oauth.keys() != set(OAUTH_PATHS):
-                    raise RuntimeError("the OAuth endpoints built are not routing.OAUTH_PATHS")
-                self._built = built
-            return self._built
+            if self._building is None:
+                self._building = concurrent.futures.Future()
+                # Running: a waiting request that is cancelled cannot cancel the build.
+                self._building.set_running_or_notify_cancel()
+                threading.Thread(
+                    target=self._build_in_thread,
+                    args=(self._building,),
+                    name="rastrillo-agents-build",
+                    daemon=True,
+                ).start()
+            return self._building
+
+    def _build_in_thread(self, building: concurrent.futures.Future[Built]) -> None:
+        try:
+            built = self._build()
+            if built.oauth.keys() != set(OAUTH_PATHS):
+                raise RuntimeError("the OAuth endpoints built are not routing.OAUTH_PATHS")
+        except BaseException as exc:
+            with self._lock:
+                self._building = None
+            building.set_exception(exc)
+        else:
+            self._built = built
+            building.set_result(built)
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:

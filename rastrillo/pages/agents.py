@@ -6,7 +6,9 @@ revoked grant's tokens are refused from their next call on. "New token" makes
 a personal access token for an agent that cannot do OAuth, and shows it once,
 in the answer to that POST: only its digest is kept. Both are CSRF-checked
 POSTs from the user's own browser session, and a tool call can never reach
-them (an agent cannot mint or revoke tokens).
+them (an agent cannot mint or revoke tokens). A token outlives the session that
+made it, so "New token" needs a recent sign-in (``Options.recent_sign_in``): an
+older session is offered a sign-in that comes back here. Revoke needs none.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.routing import Route
-from rastrillo.sessions import require
+from rastrillo.sessions import require, sign_in_url, signed_in_recently
 
 __all__ = ["AGENTS_PATH", "agents_routes"]
 
@@ -39,6 +41,8 @@ def agents_routes(mcp_url: str) -> list[Route]:
     def new_token(ctx: Context) -> Response:
         if not ctx.actor.human or ctx.user_id is None:
             return ctx.not_found()
+        if not signed_in_recently(ctx):
+            return _page(ctx, mcp_url, status=403)
         agent = (ctx.form.get("agent") or "").strip()
         lifetime = _LIFETIMES.get(ctx.form.get("days") or "30")
         if lifetime is None:
@@ -78,5 +82,8 @@ def _page(ctx: Context, mcp_url: str, status: int = 200, **extra: object) -> Res
         plain=visible.for_terminal,
         mcp_url=mcp_url,
         agents_path=AGENTS_PATH,
+        # A token outlives the session that made it: only a recent sign-in makes one.
+        recent=signed_in_recently(ctx),
+        sign_in_again=sign_in_url(ctx, AGENTS_PATH),
         **extra,
     )

@@ -6,8 +6,11 @@ own sign-in page and comes back); it names the client as it registered
 itself, the host its answer goes to, the agent name it will act as (the user
 may change it) and what that agent may do. Allow and Deny are CSRF-checked
 POSTs from the user's own browser session; a POST made inside a frame is
-refused too, on top of the framework pages' no-framing headers. Plain HTML,
-no JavaScript; an app can restyle it with ``templates/_rastrillo/authorize.html``.
+refused too, on top of the framework pages' no-framing headers. The access
+outlives the session, so Allow needs a recent sign-in (``Options.recent_sign_in``):
+an older session is offered a sign-in that comes back here, and may still Deny.
+Plain HTML, no JavaScript; an app can restyle it with
+``templates/_rastrillo/authorize.html``.
 
 :mod:`rastrillo.agents.oauth` (and with it the MCP SDK) is imported by the page's
 handlers, when the page is first asked for: an app serving only its own pages
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from starlette.responses import Response
 
@@ -26,7 +30,7 @@ from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import CONSENT_PATH, Route
-from rastrillo.sessions import require
+from rastrillo.sessions import require, sign_in_url, signed_in_recently
 
 if TYPE_CHECKING:
     from rastrillo.agents.oauth import PendingAuthorization
@@ -43,10 +47,20 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     reads = [t for t in tools if t.access != ToolWrite]
     writes = [t for t in tools if t.access == ToolWrite]
 
-    def page(ctx: Context, request: PendingAuthorization, agent: str, error: str = "") -> Response:
+    def page(
+        ctx: Context,
+        request: PendingAuthorization,
+        agent: str,
+        error: str = "",
+        status: int | None = None,
+    ) -> Response:
+        back = f"{CONSENT_PATH}?{urlencode({'request': request.id})}"
         return ctx.render(
             _TEMPLATE,
-            status=400 if error else 200,
+            status=status or (400 if error else 200),
+            # The access outlives the session that allows it: only a recent sign-in may.
+            recent=signed_in_recently(ctx),
+            sign_in_again=sign_in_url(ctx, back),
             action=CONSENT_PATH,
             request=request,
             client_name=visible.parts(request.client_name),
@@ -81,6 +95,9 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
             if decision != "allow":
                 return ctx.text("Choose Allow or Deny.", status=400)
             agent = ctx.form.get("agent", "").strip()
+            if not signed_in_recently(ctx):
+                request = oauth.pending(ctx.db, request_id)
+                return _gone(ctx) if request is None else page(ctx, request, agent, status=403)
             return ctx.redirect(
                 oauth.allow(
                     ctx.db, request_id, user_id=str(ctx.user_id), agent=agent, issuer=issuer

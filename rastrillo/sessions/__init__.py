@@ -5,7 +5,13 @@ real: the cookie of a deleted row is worth nothing. See docs/sessions.md.
 """
 
 from rastrillo.options import RateLimit
-from rastrillo.sessions.guard import require, requires_session, safe_next
+from rastrillo.sessions.guard import (
+    require,
+    requires_session,
+    safe_next,
+    sign_in_url,
+    signed_in_recently,
+)
 from rastrillo.sessions.middleware import (
     SESSION_SCOPE_KEY,
     SessionMiddleware,
@@ -19,7 +25,7 @@ from rastrillo.sessions.passwords import (
     needs_rehash,
     verify_password,
 )
-from rastrillo.sessions.store import create_session, revoke_user
+from rastrillo.sessions.store import create_session, end_sessions, revoke_user
 from rastrillo.sessions.throttle import TooManyAttempts
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "check_password",
     "cookie_name",
     "create_session",
+    "end_sessions",
     "hash_password",
     "needs_rehash",
     "require",
@@ -37,6 +44,8 @@ __all__ = [
     "revoke_user",
     "safe_next",
     "sign_in",
+    "sign_in_url",
     "sign_out",
+    "signed_in_recently",
     "verify_password",
 ]

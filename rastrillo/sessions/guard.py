@@ -10,7 +10,9 @@ from urllib.parse import urlencode
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rastrillo.awaitable import is_async_callable
-from rastrillo.context import Context
+from rastrillo.context import Context, is_tool_call
+from rastrillo.sessions.middleware import SESSION_SCOPE_KEY
+from rastrillo.sessions.store import signed_in_at
 
 H = TypeVar("H", bound=Callable[[Context], Any])
 
@@ -64,6 +66,28 @@ def safe_next(url: str | None, default: str = "/") -> str:
     return url
 
 
+def signed_in_recently(ctx: Context) -> bool:
+    """Whether the request's session was made by a sign-in no longer ago than
+    ``Options.recent_sign_in``: ask it before giving what outlives the session (an agent's
+    access), and send the person to :func:`sign_in_url` when it is not.
+
+    Never for a dispatched tool call, whichever session it runs in, nor for a session made
+    for an agent's calls: an agent signs nobody in.
+    """
+    session_id = ctx.request.scope.get(SESSION_SCOPE_KEY)
+    if session_id is None or is_tool_call(ctx.request.scope):
+        return False
+    signed_in = signed_in_at(ctx.db, session_id)
+    return signed_in is not None and ctx.db.clock.now() - signed_in <= ctx.options.recent_sign_in
+
+
+def sign_in_url(ctx: Context, back: str) -> str:
+    """The app's sign-in page (``Options.sign_in_path``), whose ``next`` brings the person
+    back to ``back``, a path on this site, once signed in (the sign-in page passes it
+    through :func:`safe_next`)."""
+    return f"{ctx.options.sign_in_path}?{urlencode({'next': back})}"
+
+
 def _refusal(ctx: Context) -> Response | None:
     if ctx.user_id is not None:
         return None
@@ -73,6 +97,4 @@ def _refusal(ctx: Context) -> Response | None:
     here = (scope.get("raw_path") or scope["path"].encode()).split(b"?", 1)[0]
     if scope.get("query_string"):
         here += b"?" + scope["query_string"]
-    sign_in_path = ctx.options.sign_in_path
-    query = urlencode({"next": here.decode("latin-1")})
-    return RedirectResponse(f"{sign_in_path}?{query}", status_code=303)
+    return RedirectResponse(sign_in_url(ctx, here.decode("latin-1")), status_code=303)

@@ -274,32 +274,63 @@ def _verdict(
     return True, None
 
 
+_SIGNED_IN = Prepared(
+    select(sessions_table.c.created).where(
+        sessions_table.c.id_digest == bindparam("digest"), sessions_table.c.agent_only == false()
+    )
+)
+
+
+def signed_in_at(db: Database, session_id: str) -> datetime | None:
+    """When the person signed in to make this session: its row's ``created``, which nothing
+    moves (using a session moves its idle expiry alone; only a new session, a sign-in, is
+    a new time). None for a session made for an agent's calls, which no sign-in made, and
+    for no session."""
+    row = db.query_one(_SIGNED_IN, digest=session_digest(session_id))
+    return None if row is None else row.created
+
+
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:
         conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
 
 
-def revoke_user(db: Database, user_id: str | int, *, keep_grants: bool = False) -> int:
-    """End every session of a user (after a password change, or when the account is
-    locked) and, unless ``keep_grants``, all else that acts on their word: their agent
+def revoke_user(db: Database, user_id: str | int) -> int:
+    """End a user's access everywhere (after a password change, or when the account is
+    locked): every session of theirs, and all else that acts on their word: their agent
     grants with every token, the OAuth codes they allowed, their approvals still to be
     used. Return how many sessions it ended.
 
-    Not the sessions alone by default: a grant acts for the user with no session of a
-    browser (``/mcp`` makes one for its calls), and an approval was given by one of the
-    user's sessions, which may have been a thief's; ending the sessions alone would leave
-    a token made, or a write approved, from a stolen session acting on. All of it is one
-    transaction.
+    Not the sessions alone (that is :func:`end_sessions`): a grant acts for the user with
+    no session of a browser (``/mcp`` makes one for its calls), and an approval was given
+    by one of the user's sessions, which may have been a thief's; ending the sessions
+    alone would leave a token made, or a write approved, from a stolen session acting on.
+    All of it is one transaction.
     """
     user_id = str(user_id)
     t = db.clock.now()
-    of_user = sessions_table.c.user_id == user_id
     with db.write() as conn:
-        ended = conn.execute(delete(sessions_table).where(of_user)).rowcount
-        if not keep_grants:
-            _end_what_acts_for(conn, t, user_id)
+        ended = _end_sessions_in(conn, user_id)
+        _end_what_acts_for(conn, t, user_id)
     return ended
+
+
+def end_sessions(db: Database, user_id: str | int) -> int:
+    """End every session of a user, and nothing else; return how many it ended.
+
+    What the user gave agents stays: their grants act on (a grant's calls get a new
+    session at their next), the OAuth codes they allowed may still be traded, and their
+    approvals still to be used wait on. For signing out everywhere where that must not
+    disconnect the user's agents; after a password change that may follow a theft, call
+    :func:`revoke_user`.
+    """
+    with db.write() as conn:
+        return _end_sessions_in(conn, str(user_id))
+
+
+def _end_sessions_in(conn: Connection, user_id: str) -> int:
+    return conn.execute(delete(sessions_table).where(sessions_table.c.user_id == user_id)).rowcount
 
 
 def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
@@ -311,17 +342,21 @@ def _end_what_acts_for(conn: Connection, t: datetime, user_id: str) -> None:
 
     A process that never loaded the grants' module or the OAuth tables' (a script
     importing only this one) has no end of them to call, while the database may hold live
-    grants or codes: it refuses, and the transaction ends nothing."""
+    grants or codes: it refuses, and the transaction ends nothing. A table this process
+    loaded that the database does not have (a script opened it before importing the
+    agents' modules; an app with MCP off has no OAuth tables) holds nothing acting for
+    anyone: its end is not called (its statements would fail on the missing table)."""
+    made = set(inspect(conn).get_table_names())
     for name, module in _ACTING_FOR_USERS.items():
-        if name not in METADATA.tables and inspect(conn).has_table(name):
+        if name not in METADATA.tables and name in made:
             raise ConfigError(
                 f"the database holds {name}, which revoke_user ends with the sessions, but "
-                f"this process never loaded it: import {module} first, or pass "
-                "keep_grants=True to end the sessions alone"
+                f"this process never loaded it: import {module} first, or call "
+                "end_sessions to end the sessions alone"
             )
     for framework_table in METADATA.sorted_tables:
         end: UserRevoked | None
-        if end := framework_table.info.get(WHEN_USER_REVOKED):
+        if framework_table.name in made and (end := framework_table.info.get(WHEN_USER_REVOKED)):
             end(conn, t, user_id)
 
 

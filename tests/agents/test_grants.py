@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from rastrillo.agents import grants
 from rastrillo.agents.grants import GrantError
-from rastrillo.sessions.store import create_session, find_session, revoke_user
+from rastrillo.sessions.store import create_session, end_sessions, find_session
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
 from rastrillo.tools import consent
@@ -189,7 +189,7 @@ def test_revoking_a_grant_ends_the_sessions_of_its_calls_and_no_other(db):
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 2
     # The user ends every session, keeping the grants: the links to them go when the next
     # one is made.
-    revoke_user(db, "3", keep_grants=True)
+    end_sessions(db, "3")
     assert grants.grant_session(db, other) is not None
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_agent_sessions").n == 1
 

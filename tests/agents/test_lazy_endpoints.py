@@ -12,10 +12,21 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
+import anyio
 import httpx
+import pytest
 
-from rastrillo.routing import AUTHORIZATION_SERVER_PATH, MCP_PATH, RESOURCE_METADATA_PATH
+from rastrillo import threads
+from rastrillo.agents.endpoints import AgentEndpoints, Built
+from rastrillo.routing import (
+    AUTHORIZATION_SERVER_PATH,
+    MCP_PATH,
+    OAUTH_PATHS,
+    RESOURCE_METADATA_PATH,
+)
+from rastrillo.threads import MAX_THREADS
 from tests.agents.mcp_app import make_app, tools_call
 from tests.support import TLS, Server, free_port
 
@@ -118,3 +129,56 @@ def test_agents_arriving_together_at_a_fresh_server_are_all_answered(tmp_path):
     finally:
         assert server.stop() == 0, server.log.read_text()
     assert server.log.read_text().count("StreamableHTTP session manager started") == 1
+
+
+def _blocked_build(release: threading.Event, builds: list[int], failures: int = 0):
+    """A build that waits for ``release`` (the SDK's second of imports, held open), and
+    fails its first ``failures`` times."""
+
+    def build() -> Built:
+        builds.append(1)
+        release.wait(30)
+        if len(builds) <= failures:
+            raise RuntimeError("the build failed")
+        return Built(mcp=object(), oauth={path: object() for path in OAUTH_PATHS})  # type: ignore[arg-type]
+
+    return build
+
+
+def test_pages_are_served_while_agents_wait_for_the_build():
+    """More agents than worker threads arrive during the build: they wait on the event
+    loop, so the workers stay free for pages (a sync handle's hop), and all of them get
+    the one build."""
+
+    async def run() -> None:
+        release, builds = threading.Event(), []
+        endpoints = AgentEndpoints(_blocked_build(release, builds))
+        path = AUTHORIZATION_SERVER_PATH
+        agents = [asyncio.create_task(endpoints.app_for(path)) for _ in range(MAX_THREADS + 2)]
+        await asyncio.sleep(0)  # every agent is waiting for the build
+        with anyio.fail_after(10):  # a page queued behind held workers would wait for ever
+            assert await threads.in_thread(lambda: "page") == "page"
+        assert not any(agent.done() for agent in agents)
+        release.set()
+        answers = await asyncio.gather(*agents)
+        assert len({id(answer) for answer in answers}) == 1 and builds == [1]
+
+    asyncio.run(run())
+
+
+def test_a_failed_build_fails_its_waiters_and_the_next_agent_builds_again():
+    async def run() -> None:
+        release, builds = threading.Event(), []
+        endpoints = AgentEndpoints(_blocked_build(release, builds, failures=1))
+        path = AUTHORIZATION_SERVER_PATH
+        first, cancelled = (asyncio.create_task(endpoints.app_for(path)) for _ in range(2))
+        await asyncio.sleep(0)
+        cancelled.cancel()  # an agent that gives up does not cancel the others' build
+        release.set()
+        with pytest.raises(RuntimeError, match="the build failed"):
+            await first
+        assert cancelled.cancelled()
+        assert await endpoints.app_for(path) is not None
+        assert builds == [1, 1]
+
+    asyncio.run(run())

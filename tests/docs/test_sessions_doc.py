@@ -1,5 +1,6 @@
 """docs/sessions.md's examples, in one real app (conventions: tests/doc_examples.py):
-its sign-in action, its guarded route, its owner-only query and its rate limit."""
+its sign-in action, its guarded route, its owner-only query, its rate limit and its action
+that asks for a recent sign-in."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, event TEXT N
 def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The page's actions and its app.py, generated once for the module."""
     actions = {action_path(b): b for b in doc_blocks(PAGE, "python") if b.startswith("# actions/")}
-    assert sorted(actions) == ["account.GET.py", "signin.POST.py"]
+    assert sorted(actions) == ["account.GET.py", "email.POST.py", "signin.POST.py"]
     owner_query = doc_block(PAGE, "python", "AND user_id = :user")
     actions["orders/[id].GET.py"] = handle_py(owner_query, "ctx.json(dict(row._mapping))")
     options = doc_block(PAGE, "python", "sign_in_rate_limit=")
@@ -93,3 +94,15 @@ def test_the_owner_query_shows_an_order_to_its_owner_only(app):
     app.sign_in(stranger, 2)
     assert stranger.get("/orders/7").status_code == 404
     assert app.client.get("/orders/8").status_code == 404
+
+
+def test_an_old_session_is_sent_to_sign_in_again_and_a_recent_one_changes_the_email(app):
+    app.sign_in(app.client, 1)
+    app.app.options.clock.advance(app.app.options.recent_sign_in.total_seconds() + 1)
+    old = app.client.post("/email", data={"email": "thief@example.com"}, follow_redirects=False)
+    assert (old.status_code, old.headers["location"]) == (303, "/signin?next=%2Faccount")
+    assert app.db.query_one("SELECT email FROM users WHERE id = 1").email == "ana@example.com"
+    assert sign_in(app, "correct horse", next="/account").headers["location"] == "/account"
+    done = app.client.post("/email", data={"email": "ana@example.org"}, follow_redirects=False)
+    assert (done.status_code, done.headers["location"]) == (303, "/account")
+    assert app.db.query_one("SELECT email FROM users WHERE id = 1").email == "ana@example.org"

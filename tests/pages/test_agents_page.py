@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from rastrillo.agents import grants
-from rastrillo.sessions import revoke_user
+from rastrillo.sessions import end_sessions, revoke_user
 from rastrillo.testing import TestApp
 from rastrillo.tools import consent
 from tests.agents.mcp_app import make_app, tools_call
@@ -95,16 +95,16 @@ def test_without_the_lifespan_mcp_says_so(tmp_path):
     assert answer.status_code == 503 and "lifespan" in answer.text
 
 
-def test_signing_the_user_out_everywhere_ends_their_tokens_unless_the_app_keeps_them(t):
+def test_revoking_the_user_ends_their_tokens_and_ending_their_sessions_alone_does_not(t):
     """``revoke_user`` (a password change, a locked account) ends the user's agents too: a
-    token made from a stolen session must not outlive it. ``keep_grants=True`` keeps them:
-    the grant's session is made anew at its next call."""
+    token made from a stolen session must not outlive it. ``end_sessions`` keeps them: the
+    grant's session is made anew at its next call."""
     token = new_token(signed_in(t, "3"))
     call = tools_call("notes_get", {}, request_id=2)
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     first = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert first["structuredContent"]["user"] == "3"
-    revoke_user(t.db, "3", keep_grants=True)
+    end_sessions(t.db, "3")
     again = t.client.post("/mcp", json=call, headers=headers).json()["result"]
     assert again["isError"] is False and again["structuredContent"]["user"] == "3"
     write = tools_call("notes_post", {"body": "hi"}, request_id=3)

@@ -31,10 +31,10 @@ from rastrillo.agents import grants
 from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.registry.errors import ApprovalInvalid, ConfirmRequired
-from rastrillo.sessions import cookie_name, create_session, revoke_user
+from rastrillo.sessions import cookie_name, create_session, end_sessions, revoke_user
 from rastrillo.storage import Database
 from rastrillo.testing import live_server
-from rastrillo.tools import Call, Result, dispatch_sync
+from rastrillo.tools import Call, Result, consent, dispatch_sync
 from tests.agents.mcp_app import ACTIONS
 from tests.agents.test_oauth import Server as OAuthServer
 from tests.agents.test_oauth import pkce
@@ -147,21 +147,30 @@ def test_a_password_change_ends_the_token_a_stolen_session_made(served: App) -> 
     assert list_status(served, theirs) == 200  # another user's agent acts on
 
 
-def test_an_app_may_keep_the_users_grants_by_saying_so(db_url: str) -> None:
-    """``keep_grants=True``: the sessions end, and the agents the user connected act on
-    (the grant's session made anew at its next call)."""
+def test_ending_the_sessions_alone_keeps_the_agents_codes_and_approvals(db_url: str) -> None:
+    """``end_sessions`` ends every session of the user and nothing else, as its name says:
+    the agents the user connected act on (the grant's session made anew at its next call),
+    and the approvals still to be used wait on. ``revoke_user`` has no keyword that turns it
+    into this (``keep_grants``, which kept the approvals and codes too, unsaid, is gone)."""
     db = Database(db_url)
     try:
         db.start(None)
         grant, token, _ = grants.personal_token(db, user_id="3", agent="helper")
         assert grants.grant_session(db, grant) is not None
         create_session(db, "3")
-        assert revoke_user(db, "3", keep_grants=True) == 2  # the browser's and the grant's
+        asked = consent.request_approval(
+            db, tool="t", args={}, sentence="s", actor=str(grant.actor), user_id="3"
+        )
+        assert end_sessions(db, "3") == 2  # the browser's and the grant's
         assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 0
         assert grants.authenticate(db, token).id == grant.id
         assert grants.grant_session(db, grant) is not None
+        assert consent.get(db, asked.id).state(db.clock.now()) == "pending"
+        with pytest.raises(TypeError):
+            revoke_user(db, "3", keep_grants=True)
         assert revoke_user(db, "3") == 1
         assert grants.authenticate(db, token) is None
+        assert consent.get(db, asked.id).state(db.clock.now()) == "expired"
     finally:
         db.dispose()
 
@@ -202,7 +211,7 @@ def test_a_process_that_never_loaded_the_grants_refuses_to_leave_them_live(
     _, token, _ = grants.personal_token(db, user_id="3", agent="helper")
     create_session(db, "3")
     said = _revoke_user_in_a_script(path, loaded="")
-    assert "import rastrillo.agents.grants" in said and "keep_grants=True" in said, said
+    assert "import rastrillo.agents.grants" in said and "end_sessions" in said, said
     assert said.endswith("[]\n"), said
     assert grants.authenticate(db, token) is not None
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 1
@@ -221,10 +230,37 @@ def test_a_process_that_never_loaded_the_oauth_codes_refuses_to_leave_them_live(
     db.start(None)
     create_session(db, "3")
     said = _revoke_user_in_a_script(path, loaded="from rastrillo.agents import grants")
-    assert "import rastrillo.agents.tables" in said and "keep_grants=True" in said, said
+    assert "import rastrillo.agents.tables" in said and "end_sessions" in said, said
     assert "'rastrillo.agents.tables'" not in said
     assert db.query_one("SELECT COUNT(*) AS n FROM rastrillo_sessions").n == 1
     db.dispose()
+
+
+def test_a_script_that_opened_the_database_before_loading_the_agents_revokes_all_the_same(
+    db_url: str,
+) -> None:
+    """An operator's script opens the database (made by nothing else yet, or by an app with
+    MCP off: no OAuth tables) and only then imports the agents' modules, as the refusal
+    above tells it to: the tables those modules define are not in the database, and
+    nothing in them acts for the user. ``revoke_user`` ends the sessions and what there is
+    (it failed on "no such table")."""
+    script = (
+        "from rastrillo.sessions import create_session, revoke_user\n"
+        "from rastrillo.storage import Database\n"
+        f"db = Database({db_url!r})\n"
+        "db.start(None)\n"
+        "create_session(db, '3')\n"
+        "create_session(db, '4')\n"
+        "import rastrillo.agents.tables\n"
+        "print(revoke_user(db, '3'))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout) == (0, "1\n"), ran.stderr
+    db = Database(db_url)
+    try:
+        assert db.query_one("SELECT user_id FROM rastrillo_sessions").user_id == "4"
+    finally:
+        db.dispose()
 
 
 @pytest.fixture

@@ -779,3 +779,14 @@ def test_a_row_stays_small_whatever_args_a_model_sends(tmp_path):
     stored = f.app.db.query("SELECT length(args) AS n FROM rastrillo_audit")
     assert max(row.n for row in stored) < 10 * audit.ARG_TEXT_KEPT
     f.app.db.dispose()
+
+
+def test_the_end_of_an_apps_lifespan_writes_its_queued_rows(tmp_path, monkeypatch):
+    """An app can stop with its process going on (a test's TestApp, an app mounted in
+    another): its lifespan's end writes the reads' rows still queued, rather than leave
+    them to a writer whose database is then let go."""
+    monkeypatch.setattr(audit._Writer, "_LINGER_SECONDS", 0.5)  # a batch gathers a while
+    with TestApp(TICKETS, tmp_path) as app:
+        assert app.agent("concierge", user_id=1).call("orders_get").status == 200
+    with sqlite3.connect(tmp_path / "test.db") as db:
+        assert db.execute("SELECT tool FROM rastrillo_audit").fetchall() == [("orders_get",)]
