@@ -51,6 +51,7 @@ from rastrillo.sessions.store import (
     WHEN_USER_REVOKED,
     create_session,
     delete_session,
+    holds_session,
     session_digest,
     sessions_table,
 )
@@ -277,7 +278,13 @@ class Tokens:
 
 
 def create_grant(
-    db: Database, *, user_id: str | int, agent: str, client: str, client_id: str | None = None
+    db: Database,
+    *,
+    user_id: str | int,
+    agent: str,
+    client: str,
+    client_id: str | None = None,
+    session: str | None = None,
 ) -> Grant:
     """Record a new grant (no token yet: see :func:`issue_tokens`, :func:`personal_token`).
 
@@ -286,6 +293,12 @@ def create_grant(
     (:class:`AgentNameTaken`); ``client`` is the client's name, kept printable and
     short. The check and the insert are one step: of grants made at once under one
     name, in any process, one is made.
+
+    ``session``: the user's browser session giving the grant (the agents page's). The
+    grant is made only while it is live, in one transaction with its row locked
+    (:func:`sessions.store.holds_session`), else :class:`GrantError`: a
+    ``sessions.revoke_user`` ending the user's access as the grant is made either comes
+    first, or waits and revokes the grant too.
     """
     check_agent_name(agent)
     row: dict[str, Any] = {
@@ -300,6 +313,10 @@ def create_grant(
         "revoked_at": None,
     }
     with db.write() as conn:
+        if session is not None and not holds_session(
+            conn, row["created_at"], session, row["user_id"]
+        ):
+            raise GrantError("the session giving the grant has ended: sign in again")
         # The user's grants are made one at a time (SQLite's write transaction is already
         # the only one): the name's check and the insert see the same grants.
         serialize(conn, f"{grants_table.name}:{row['user_id']}")
@@ -373,13 +390,19 @@ def _new_pair(
 
 
 def personal_token(
-    db: Database, *, user_id: str | int, agent: str, ttl: timedelta = PERSONAL_TTL
+    db: Database,
+    *,
+    user_id: str | int,
+    agent: str,
+    ttl: timedelta = PERSONAL_TTL,
+    session: str | None = None,
 ) -> tuple[Grant, str, datetime]:
-    """A new grant for ``agent`` with one personal access token: (grant, token, expiry).
+    """A new grant for ``agent`` with one personal access token: (grant, token, expiry);
+    ``session`` as for :func:`create_grant`.
 
     Show the token to the user once; it cannot be read back.
     """
-    grant = create_grant(db, user_id=user_id, agent=agent, client=PERSONAL_CLIENT)
+    grant = create_grant(db, user_id=user_id, agent=agent, client=PERSONAL_CLIENT, session=session)
     now = db.clock.now()
     with db.write() as conn:
         token = _insert_token(conn, grant.id, "personal", now, ttl)

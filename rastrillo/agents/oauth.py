@@ -41,7 +41,8 @@ The rules this provider adds to the SDK's:
   an ``Origin``) is counted for that origin at that address, and one a program sends
   for its address. Authorize is counted per registered client, once the request is
   valid. A client that no authorization or grant ever named is forgotten a day after
-  it registered: a flood of them neither fills the database nor lasts.
+  it registered: a flood of them neither fills the database nor lasts. What a row keeps
+  is bounded too: a registration to 8 KiB, a request's ``state`` to :data:`STATE_MAX`.
 - A refresh stores a token pair, so refreshes are rate limited per grant
   (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
 """
@@ -107,6 +108,7 @@ from rastrillo.routing import (
     OAUTH_TOKEN_PATH,
 )
 from rastrillo.sessions import throttle
+from rastrillo.sessions.store import holds_session
 from rastrillo.storage import Database
 
 __all__ = [
@@ -149,6 +151,10 @@ AUTHORIZATIONS_PER_CLIENT = 20
 connecting a client makes one, or a few). Counted once the request is valid (a known
 client, a redirect URI it registered, PKCE), so only a request that would store a row is
 counted, and only against the client it names."""
+STATE_MAX = 1024
+"""The most characters an authorization request's ``state`` may hold: it is stored with the
+request, and a URL may be 64 KiB (a client sends a random value, or a short one it
+encodes; RFC 6749 sets no bound)."""
 REFRESHES_PER_GRANT = 20
 """Refreshes one grant may make per :data:`RATE_WINDOW` (a client refreshes when its access
 token, good for an hour, runs out). Each stores a token pair, and the used refresh token
@@ -254,11 +260,17 @@ def pending(db: Database, request_id: str) -> PendingAuthorization | None:
     )
 
 
-def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: str) -> str:
-    """The user allowed: make the code, and return where to send their browser.
+def allow(
+    db: Database, request_id: str, *, user_id: str, session: str, agent: str, issuer: str
+) -> str:
+    """The user allowed, in their browser ``session``: make the code, and return where to
+    send their browser.
 
     Raises :class:`AuthorizationGone` when the request cannot be answered any
-    more (only one answer counts), :class:`BadAgentName` for a bad agent name or one
+    more (only one answer counts), or ``session`` has ended: the code is made only while
+    it lives, in one transaction with its row locked (:func:`sessions.store.holds_session`),
+    so a ``sessions.revoke_user`` as it is made either comes first or ends the code too.
+    :class:`BadAgentName` for a bad agent name or one
     that one of the user's live grants has (in any case). The grant itself is made when
     the code is traded, and refused then if the name was taken in between.
     """
@@ -280,6 +292,7 @@ def allow(db: Database, request_id: str, *, user_id: str, agent: str, issuer: st
         db,
         request_id,
         now,
+        session=session,
         user_id=user_id,
         agent=agent,
         code_digest=_digest(code),
@@ -300,11 +313,15 @@ def deny(db: Database, request_id: str, *, issuer: str) -> str:
     )
 
 
-def _decide(db: Database, request_id: str, now: datetime, **values: Any) -> Any:
+def _decide(
+    db: Database, request_id: str, now: datetime, session: str | None = None, **values: Any
+) -> Any:
     if not _RANDOM_256.fullmatch(request_id):
         raise AuthorizationGone(request_id)
     table = authorizations_table
     with db.write() as conn:
+        if session is not None and not holds_session(conn, now, session, values["user_id"]):
+            raise AuthorizationGone(request_id)
         done = conn.execute(
             update(table)
             .where(table.c.id == request_id, table.c.decided_at.is_(None), table.c.expires_at > now)
@@ -459,6 +476,8 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
             )
+        if params.state is not None and len(params.state) > STATE_MAX:
+            raise AuthorizeError("invalid_request", f"state is longer than {STATE_MAX} characters")
         try:
             await threads.in_thread(
                 throttle.take_attempt,

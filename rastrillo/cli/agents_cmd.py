@@ -49,7 +49,7 @@ def _list(args: argparse.Namespace) -> int:
             g.id,
             f"user {for_terminal(g.user_id)}",
             f"agent:{g.agent}",
-            f'client "{for_terminal(g.client)}"',
+            f"client {_quoted(g.client)}",
             f"created {_when(g.created_at)}",
             f"last used {_when(g.last_used_at)}",
         ]
@@ -91,6 +91,13 @@ def _grants_db(app_dir: Path) -> Iterator[Database | None]:
         yield db if inspect(db.engine).has_table(grants.grants_table.name) else None
     finally:
         db.dispose()
+
+
+def _quoted(text: str) -> str:
+    """``text`` in double quotes, escaped for the terminal, its own quotes and backslashes
+    escaped too: a client names itself, and a quote in its name must not end the field and
+    let the rest forge the fields that follow (``revoked …``)."""
+    return '"' + for_terminal(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def _when(at: datetime | None) -> str:

@@ -21,7 +21,7 @@ from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.routing import Route
-from rastrillo.sessions import require, sign_in_url, signed_in_recently
+from rastrillo.sessions import SESSION_SCOPE_KEY, require, sign_in_url, signed_in_recently
 
 __all__ = ["AGENTS_PATH", "agents_routes"]
 
@@ -49,7 +49,12 @@ def agents_routes(mcp_url: str) -> list[Route]:
             return _page(ctx, mcp_url, error="Choose how long the token lasts.", status=400)
         try:
             grant, token, expires = grants.personal_token(
-                ctx.db, user_id=ctx.user_id, agent=agent, ttl=lifetime
+                ctx.db,
+                user_id=ctx.user_id,
+                agent=agent,
+                ttl=lifetime,
+                # Made only while the session giving it lives: never after revoke_user.
+                session=ctx.request.scope[SESSION_SCOPE_KEY],
             )
         except grants.GrantError as exc:
             return _page(ctx, mcp_url, error=str(exc), agent=agent, status=400)

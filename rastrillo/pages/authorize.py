@@ -30,7 +30,7 @@ from rastrillo.agents import grants
 from rastrillo.context import Context
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import CONSENT_PATH, Route
-from rastrillo.sessions import require, sign_in_url, signed_in_recently
+from rastrillo.sessions import SESSION_SCOPE_KEY, require, sign_in_url, signed_in_recently
 
 if TYPE_CHECKING:
     from rastrillo.agents.oauth import PendingAuthorization
@@ -53,8 +53,14 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         agent: str,
         error: str = "",
         status: int | None = None,
+        *,
+        typed: bool = False,
     ) -> Response:
+        """The page, offering ``agent`` as the name; ``typed``: the person's own, which the
+        page keeps when it sends them to sign in again."""
         back = f"{CONSENT_PATH}?{urlencode({'request': request.id})}"
+        if typed:
+            back += "&" + urlencode({"agent": agent})
         return ctx.render(
             _TEMPLATE,
             status=status or (400 if error else 200),
@@ -78,6 +84,9 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         request = oauth.pending(ctx.db, ctx.query.get("request", ""))
         if request is None or not ctx.actor.human:
             return _gone(ctx)
+        typed = ctx.query.get("agent", "").strip()  # back from signing in again
+        if typed:
+            return page(ctx, request, typed, typed=True)
         taken = {g.agent for g in grants.list_grants(ctx.db, ctx.user_id)}
         return page(ctx, request, request.agent_suggestion(taken))
 
@@ -97,17 +106,24 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
             agent = ctx.form.get("agent", "").strip()
             if not signed_in_recently(ctx):
                 request = oauth.pending(ctx.db, request_id)
-                return _gone(ctx) if request is None else page(ctx, request, agent, status=403)
+                if request is None:
+                    return _gone(ctx)
+                return page(ctx, request, agent, status=403, typed=True)
             return ctx.redirect(
                 oauth.allow(
-                    ctx.db, request_id, user_id=str(ctx.user_id), agent=agent, issuer=issuer
+                    ctx.db,
+                    request_id,
+                    user_id=str(ctx.user_id),
+                    session=ctx.request.scope[SESSION_SCOPE_KEY],
+                    agent=agent,
+                    issuer=issuer,
                 )
             )
         except oauth.BadAgentName as exc:
             request = oauth.pending(ctx.db, request_id)
             if request is None:
                 return _gone(ctx)
-            return page(ctx, request, agent, str(exc))
+            return page(ctx, request, agent, str(exc), typed=True)
         except oauth.AuthorizationGone:
             return _gone(ctx)
 

@@ -290,6 +290,28 @@ def signed_in_at(db: Database, session_id: str) -> datetime | None:
     return None if row is None else row.created
 
 
+def holds_session(conn: Connection, t: datetime, session_id: str, user_id: str) -> bool:
+    """Whether ``session_id`` is a live session of ``user_id``'s own (not one made for an
+    agent's calls) at ``t``, looked up in the caller's write transaction, its row locked
+    until that ends.
+
+    For what a session gives that outlives it (an agent's access): the giving is ordered
+    with the session's end. :func:`revoke_user` deletes the user's sessions first, so it
+    either came first, and this finds none, or waits for the caller's transaction to commit
+    and then ends what it gave.
+    """
+    row = conn.execute(
+        select(sessions_table.c.expires, sessions_table.c.idle_expires)
+        .where(
+            _with_digest(session_digest(session_id)),
+            sessions_table.c.user_id == user_id,
+            sessions_table.c.agent_only == false(),
+        )
+        .with_for_update()
+    ).first()
+    return row is not None and t < min(row.expires, row.idle_expires)
+
+
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:

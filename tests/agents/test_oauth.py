@@ -653,6 +653,21 @@ def test_a_registration_too_big_to_keep_is_refused(server: Server):
     server.register(*many[:10])  # ten is fine
 
 
+def test_an_authorize_request_too_big_to_keep_is_refused(server: Server):
+    """A request's ``state`` is stored with it, and a URL may be 64 KiB: at 20 requests an
+    hour per client, and a client registered per request, a program would store over 60
+    times what a client's requests take. A state past ``oauth.STATE_MAX`` characters is
+    refused to the person before anything is stored or counted."""
+    client_id = server.register()
+    _, challenge = pkce()
+    for _ in range(oauth.AUTHORIZATIONS_PER_CLIENT):
+        refused = server.authorize(client_id, code_challenge=challenge, state="s" * 60_000)
+        assert refused.status_code == 400 and "location" not in refused.headers
+        assert refused.json()["error"] == "invalid_request"
+    assert server.consent_requests() == 0
+    server.consent_url(client_id, challenge, state="s" * oauth.STATE_MAX)
+
+
 def test_a_long_client_name_is_refused(server: Server):
     response = server.http.post(
         OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": "x" * 101}

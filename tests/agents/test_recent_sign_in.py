@@ -137,7 +137,8 @@ def test_an_old_session_cannot_allow_an_oauth_client(clocked: tuple[Server, Manu
         refused = allow(thief, request_id)
     assert refused.status_code == 403
     assert "location" not in refused.headers
-    assert f'href="{sign_in_again(back)}"' in refused.text
+    typed = back + "&" + urlencode({"agent": "helper"})  # the page keeps the name typed
+    assert f'href="{sign_in_again(typed)}"' in refused.text
     assert oauth.pending(server.app.db, request_id) is not None
     with holding(server, session) as person:
         denied = person.post(CONSENT_PATH, data={"request": request_id, "decision": "deny"})
@@ -158,9 +159,18 @@ def test_a_consent_page_loaded_in_time_cannot_be_allowed_after(
         shown = browser.get(CONSENT_PATH, params={"request": request_id})
         assert 'value="allow"' in shown.text
         clock.advance(120)
-        assert allow(browser, request_id).status_code == 403
+        refused = allow(browser, request_id)
+        assert refused.status_code == 403
     assert oauth.pending(server.app.db, request_id) is not None
+    [link] = re.findall(r'href="/signin\?next=([^"]+)"', refused.text)
     with holding(server, create_session(server.app.db, USER)) as signed_in_again:
+        back = signed_in_again.get(query_of("/?next=" + link)["next"])
+        assert 'value="allow"' in back.text
+        assert 'name="agent" value="helper"' in back.text  # the name typed before
+        forged = signed_in_again.get(
+            CONSENT_PATH, params={"request": request_id, "agent": '"><b>x'}
+        )  # a link anyone can make: the name only fills the field, escaped
+        assert '"><b>x' not in forged.text and 'value="&#34;&gt;&lt;b&gt;x"' in forged.text
         done = allow(signed_in_again, request_id)
     assert done.status_code == 303, done.text
     assert "code" in query_of(done.headers["location"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,20 @@ def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Datab
     assert "\x1b" not in out and "\x07" not in out
     assert out.count("\n") == 1
     assert "user 1\\n\\x1b]0;owned\\x07  agent:desk" in out
+
+
+def test_a_client_name_cannot_end_its_field_and_forge_the_next(app_dir: Path, db: Database, capsys):
+    """A client names itself at registration, anyone's choice: one whose name holds a
+    quote and the fields that follow (``revoked …``) would show a live grant as revoked.
+    A quote and a backslash in it are escaped, so the name ends where its field does."""
+    name = 'Desk"  created 2026-01-01 00:00:00 UTC  last used never  revoked 2026-01-02\\'
+    grant = grants.create_grant(db, user_id="1", agent="desk", client=name, client_id="c-1")
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    fields = re.fullmatch(
+        rf'{grant.id}  user 1  agent:desk  client "((?:[^"\\]|\\.)*)"  created [^"]+  '
+        r"last used never",
+        line,
+    )
+    assert fields is not None, line
+    assert re.sub(r"\\(.)", r"\1", fields[1]) == name

@@ -37,7 +37,7 @@ from rastrillo.testing import live_server
 from rastrillo.tools import Call, Result, consent, dispatch_sync
 from tests.agents.mcp_app import ACTIONS
 from tests.agents.test_oauth import Server as OAuthServer
-from tests.agents.test_oauth import pkce
+from tests.agents.test_oauth import pkce, query_of
 from tests.support import TLS, write_app
 from tests.tools._tools_app import build
 
@@ -340,3 +340,50 @@ def test_a_code_being_traded_as_the_users_access_ends_makes_no_grant(
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
     assert s.live_grants() == []
     assert all(not s.live(t.access_token) for t in issued)
+
+
+def test_a_token_being_made_as_the_users_access_ends_is_never_live(
+    served: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thief's New token passed the session check (a recent sign-in, the cookie live)
+    and the password change ends the user's access before the grant is stored: a thief
+    who keeps a request in flight, as many as they like, would outrun every password
+    change. The grant made after the access ended must not act: no token is made."""
+    session = create_session(served.db, "3")
+    made = grants.personal_token
+
+    def ending(db: Database, **kw: object) -> tuple[grants.Grant, str, object]:
+        revoke_user(db, "3")  # the user changes their password, right now
+        return made(db, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(grants, "personal_token", ending)
+    with browser(served, session) as thief:
+        page = thief.post("/_rastrillo/agents/tokens", data={"agent": "helper", "days": "90"})
+    for token in re.findall(r"rst_pt_[A-Za-z0-9_-]{43}", page.text):
+        assert list_status(served, token) == 401
+    assert grants.list_grants(served.db, "3") == []
+
+
+def test_a_client_being_allowed_as_the_users_access_ends_gets_nothing(
+    oauth_server: OAuthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thief's Allow passed the session check and the password change ends the user's
+    access before the code is stored: the code, if any is sent, makes no grant."""
+    from rastrillo.agents import oauth
+
+    s = oauth_server
+    client_id = s.register(name="Thief's client")
+    verifier, challenge = pkce()
+    allowed = oauth.allow
+
+    def ending(db: Database, request_id: str, **kw: str) -> str:
+        revoke_user(db, "7")
+        return allowed(db, request_id, **kw)
+
+    monkeypatch.setattr(oauth, "allow", ending)
+    answer = s.answer(s.consent_url(client_id, challenge))
+    location = answer.headers.get("location", "")
+    if "code=" in location:
+        traded = s.exchange(client_id, query_of(location)["code"], verifier)
+        assert traded.status_code == 400, traded.text
+    assert s.live_grants() == []

@@ -417,3 +417,60 @@ def test_a_users_access_ended_while_one_of_their_grants_is_revoked_both_finish(p
         grants.grants_table.info[WHEN_USER_REVOKED] = end_grants
     assert grants.list_grants(f.app.db, "3") == []
     f.app.db.dispose()
+
+
+@pytest.mark.parametrize("given", ["token", "code"])
+def test_a_users_access_ended_while_their_session_gives_an_agent_access_ends_that_too(
+    pg_url, tmp_path, given
+):
+    """The agents page's New token, or the consent page's Allow, has checked the session
+    and stored the grant (or the code) uncommitted when ``revoke_user`` starts: it waits
+    for that session's row, and then ends what was given; it would otherwise see neither,
+    and leave a token made from a stolen session acting after the password change."""
+    from rastrillo.agents import oauth
+    from rastrillo.agents.tables import authorizations_table
+
+    f = build(tmp_path, db=pg_url, mcp=True)
+    db = f.app.db
+    session = create_session(db, "3")
+    request_id = "r" * 43
+    now = db.clock.now()
+    with db.write() as conn:
+        conn.execute(
+            authorizations_table.insert().values(
+                id=request_id,
+                client_id="c",
+                redirect_uri="http://127.0.0.1/cb",
+                redirect_uri_explicit=True,
+                code_challenge="x" * 43,
+                scopes="",
+                created_at=now,
+                expires_at=now + oauth.REQUEST_TTL,
+            )
+        )
+
+    def give() -> object:
+        if given == "token":
+            return grants.personal_token(db, user_id="3", agent="helper", session=session)[1]
+        return oauth.allow(
+            db, request_id, user_id="3", session=session, agent="helper", issuer=f.app.origin
+        )
+
+    waiting = _waiting_for_a_lock(pg_url)
+    with _held_open(db, "write") as hold:
+        giving = _in_thread(give)
+        assert hold.held.wait(30)
+        ending = _in_thread(lambda: revoke_user(db, "3"))
+        until(lambda: waiting() or ending.done(), "revoke_user to wait on the session's row")
+        assert not ending.done()
+        hold.release.set()
+        given_out = giving.result(timeout=30)
+        assert ending.result(timeout=30) == 1
+    if given == "token":
+        assert grants.authenticate(db, given_out) is None
+    else:
+        assert oauth.pending(db, request_id) is None
+        row = db.query_one("SELECT expires_at FROM rastrillo_oauth_authorizations")
+        assert row.expires_at <= db.clock.now()  # the code is worth nothing
+    assert grants.list_grants(db, "3") == []
+    db.dispose()
