@@ -53,6 +53,9 @@ class Repeats:
         self.most = most
         self._seen: dict[Hashable, tuple[float, int]] = {}
         """key → (when its last event was written, how many were held back since)."""
+        self._full_until = float("-inf")
+        """When full, the first instant a key's window may have passed: till then there is
+        nothing to forget, and a flood of new keys costs no pass over those remembered."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -76,8 +79,14 @@ class Repeats:
         """Whether a new key may be remembered, forgetting those whose window passed."""
         if len(self._seen) - (_SHARED in self._seen) < self.most:
             return True
+        if now < self._full_until:
+            return False
         self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window}
-        return len(self._seen) - (_SHARED in self._seen) < self.most
+        if len(self._seen) - (_SHARED in self._seen) < self.most:
+            return True
+        # A key's instant only moves on, so none is forgotten before the oldest one's is.
+        self._full_until = min(last for last, _ in self._seen.values()) + self.window
+        return False
 
 
 _SHARED = object()

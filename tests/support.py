@@ -148,7 +148,7 @@ class Server:
         self._wait_ready()
 
     def client(self, **kwargs: object) -> httpx.Client:
-        transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
+        transport = httpx.HTTPTransport(uds=self.uds, verify=TLS) if self.uds else None
         kwargs.setdefault("verify", TLS)
         kwargs.setdefault("timeout", 30)  # not httpx's 5 s: a loaded CI machine answers slowly
         return httpx.Client(base_url=self.base_url, transport=transport, **kwargs)  # type: ignore[arg-type]

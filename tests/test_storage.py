@@ -261,6 +261,30 @@ def test_a_framework_table_made_by_an_earlier_version_gains_the_indexes_added_si
     assert "ix_rastrillo_approvals_waiting" in names
 
 
+def test_a_database_missing_a_table_and_an_index_gets_both_and_keeps_its_rows(db_url, tmp_path):
+    """A table made whole at the open, and one an earlier version left an index short, in one
+    database: the one is made with its indexes, the other only gains what it lacks."""
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_notes.sql").write_text(NOTES)
+    Database(db_url).open(migrations)
+    old = Database(db_url)
+    old.execute("DROP TABLE rastrillo_audit")
+    old.execute("DROP INDEX ix_rastrillo_approvals_waiting")
+    old.dispose()
+    db = Database(db_url)
+    db.open(migrations)
+    found = inspect(db.engine)
+    assert {i["name"] for i in found.get_indexes("rastrillo_audit")} == {
+        "ix_rastrillo_audit_user_id"
+    }
+    assert "ix_rastrillo_approvals_waiting" in {
+        i["name"] for i in found.get_indexes("rastrillo_approvals")
+    }
+    assert [tuple(r) for r in db.query("SELECT id, body FROM notes")] == [(1, "one;\ntwo")]
+    db.dispose()
+
+
 def test_the_demo_app_starts_while_another_process_holds_the_write_lock(tmp_path):
     tickets = Path(__file__).resolve().parent.parent / "examples" / "tickets"
     TestApp(tickets, tmp_path)  # creates, migrates and seeds

@@ -515,7 +515,7 @@ def test_registrations_are_rate_limited_per_address(clocked: tuple[Server, Manua
     too_many(server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT]}))
     assert clients(server) == made  # the refused one stored nothing
     # Another address has its own count (all of 127.0.0.0/8 is loopback).
-    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2", verify=TLS)
     with httpx.Client(base_url=server.origin, transport=elsewhere) as other:
         body = {"redirect_uris": [LOOPBACK_REDIRECT]}
         assert other.post(OAUTH_REGISTER_PATH, json=body).status_code == 201

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rastrillo.logs import Repeats
+from rastrillo.logs import Due, Repeats
 from rastrillo.sessions import create_session
 from rastrillo.sessions.store import find_session
 from rastrillo.storage import Database
@@ -72,6 +72,21 @@ def test_no_number_of_keys_grows_the_memory_or_the_lines_past_a_bound() -> None:
     later = [k for k in range(1000, 1300) if repeats.due(str(k), now=61.0) is not None]
     assert len(later) == 101 and len(repeats) <= 101
     assert repeats.due("0", now=61.0) is None  # no room left: it counts with the others
+
+
+def test_a_key_is_forgotten_the_moment_its_window_passes_though_none_had_room_before() -> None:
+    """Found full, the memory is not searched again till its oldest key's window passes
+    (a flood of new keys then costs no pass over the remembered ones): not a moment later."""
+    repeats = Repeats(window=60, most=3)
+    for key, now in (("a", 0.0), ("b", 10.0), ("c", 20.0)):
+        assert repeats.due(key, now=now) is not None
+    assert repeats.due("d", now=30.0) is not None  # no room: the shared count's first line
+    assert repeats.due("e", now=59.9) is None  # still none: it counts with "d"
+    assert repeats.due("a", now=59.9) is None  # and "a" is remembered, inside its window
+    assert repeats.due("f", now=60.0) == Due(0, False)  # "a"'s window passed: "f" has its room
+    assert repeats.due("g", now=60.0) is None  # full again: with the others
+    assert repeats.due("h", now=70.0) == Due(0, False)  # "b"'s passed
+    assert repeats.due("a", now=70.0) is None  # "a" forgotten: it counts with the others now
 
 
 def test_cross_site_posts_from_one_client_write_one_warning_a_minute(
