@@ -10,36 +10,28 @@ told to, on SQLite and on PostgreSQL; the session cookie is all the attacker has
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
-import pytest
 
 from rastrillo.agents import grants, oauth
 from rastrillo.options import DEFAULT_RECENT_SIGN_IN
 from rastrillo.routing import CONSENT_PATH
 from rastrillo.sessions import cookie_name, create_session
-from rastrillo.testing import ManualClock, TestApp, live_server
+from rastrillo.testing import ManualClock, TestApp
 from rastrillo.tools import Call, dispatch_sync
+from tests.agents import test_oauth
 from tests.agents.test_oauth import Server, pkce, query_of
 from tests.support import TLS, write_app
-from tests.tools._tools_app import build
 
 AGENTS = "/_rastrillo/agents"
 WINDOW = DEFAULT_RECENT_SIGN_IN.total_seconds()
 USER = "7"
 
 
-@pytest.fixture
-def clocked(tmp_path: Path, db_url: str) -> Iterator[tuple[Server, ManualClock]]:
-    clock = ManualClock()
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, clock=clock, db=db_url)
-    with live_server(options) as app:
-        yield Server(app), clock
+clocked = test_oauth.clocked  # the tools app served with MCP on, on a clock told to move
 
 
 def holding(server: Server, session: str) -> httpx.Client:

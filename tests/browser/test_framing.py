@@ -119,9 +119,9 @@ def test_a_click_before_the_page_had_the_focus_a_moment_decides_nothing(
     expect(page.locator(".state")).to_contain_text("You approved this")
 
 
-def start_authorization(app: App) -> str:
-    """A client registered, its person sent to authorize: the consent page's address."""
-    redirect = "http://127.0.0.1:9/cb"
+def start_authorization(app: App, redirect: str = "http://127.0.0.1:9/cb") -> str:
+    """A client registered, its person sent to authorize: the consent page's address; the
+    client's answer goes to ``redirect``."""
     with httpx.Client(verify=TLS, base_url=app.origin) as client:
         registered = client.post(
             OAUTH_REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": "Quick"}

@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -22,12 +21,13 @@ from rastrillo.agents import grants
 from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.options import DEFAULT_RECENT_SIGN_IN
-from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
+from rastrillo.routing import CONSENT_PATH
 from rastrillo.testing import ManualClock, live_server
 from tests.browser.chromium import ARTIFACTS, TICKETS
 from tests.browser.hostile import loopback_site
+from tests.browser.test_framing import start_authorization
 from tests.browser.test_tickets import ALICE, Person, sign_in
-from tests.support import LIGHT, TLS
+from tests.support import LIGHT
 
 pytestmark = pytest.mark.browser
 
@@ -88,26 +88,8 @@ def test_allowing_a_client_needs_a_recent_sign_in_and_the_link_comes_back(
     sign_in(page, ALICE)
     clock.advance(LATER)
     answers: list[str] = []
-    with (
-        loopback_site(b"You can close this window.", "text/plain", seen=answers) as root,
-        httpx.Client(verify=TLS, base_url=app.origin) as client_program,
-    ):
-        callback = root + "callback"
-        registered = client_program.post(
-            OAUTH_REGISTER_PATH, json={"redirect_uris": [callback], "client_name": "Desk"}
-        )
-        asked = client_program.get(
-            OAUTH_AUTHORIZE_PATH,
-            params={
-                "response_type": "code",
-                "client_id": registered.json()["client_id"],
-                "redirect_uri": callback,
-                "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
-                "code_challenge_method": "S256",
-                "resource": app.origin + "/mcp",
-            },
-        )
-        consent = asked.headers["location"].removeprefix(app.origin)
+    with loopback_site(b"You can close this window.", "text/plain", seen=answers) as root:
+        consent = start_authorization(app, root + "callback").removeprefix(app.origin)
         assert consent.startswith(CONSENT_PATH + "?request=")
         page.goto(consent)
         expect(page.get_by_role("button", name="Allow")).to_have_count(0)
