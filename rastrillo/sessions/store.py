@@ -260,11 +260,16 @@ def find_session_in(tx: DriverTransaction, t: datetime, session_id: str | None) 
     return Session(session_id, user_id)
 
 
+def _alive(t: datetime, expires: datetime, idle_expires: datetime) -> bool:
+    """Whether a session whose row says ``expires`` and ``idle_expires`` lives at ``t``."""
+    return t < min(expires, idle_expires)
+
+
 def _verdict(
     t: datetime, expires: datetime, idle_seconds: float, idle_expires: datetime
 ) -> tuple[bool, datetime | None]:
     """Whether a session's row is alive at ``t``, and its idle expiry moved, when due."""
-    if t >= min(expires, idle_expires):
+    if not _alive(t, expires, idle_expires):
         return False, None
     # Touch at most every tenth of the idle time (and at most once a minute),
     # so an active session stays alive without a write on every request.
@@ -309,7 +314,7 @@ def holds_session(conn: Connection, t: datetime, session_id: str, user_id: str) 
         )
         .with_for_update()
     ).first()
-    return row is not None and t < min(row.expires, row.idle_expires)
+    return row is not None and _alive(t, row.expires, row.idle_expires)
 
 
 def delete_session(db: Database, session_id: str) -> None:
