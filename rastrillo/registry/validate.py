@@ -47,6 +47,12 @@ from a call's JSON (which may hold 4,300) as from a form's text."""
 _SHOWN = 40
 """How much of a refused value a message quotes."""
 _UNSAFE = re.compile(UNSAFE_TEXT)
+_ASCII_SAFE = bytes(c for c in range(128) if not _UNSAFE.match(chr(c)))
+"""The ASCII characters :data:`UNSAFE_TEXT` lets a text hold."""
+_LONG = 256
+"""From this length on, an ASCII text is checked by deleting its safe bytes (C's loop, about
+six times faster than the expression's: a model's megabyte arg, checked on the event loop);
+a shorter one by the expression, which is quicker to start."""
 _DOT_SEGMENTS = ("", ".", "..")
 
 
@@ -146,9 +152,18 @@ def accept(arg: Arg, value: object) -> ArgValue:
         )
     ):
         raise Invalid(f"must be {expects(arg)}, not {_shown(value)}")
-    if isinstance(value, str) and (bad := _UNSAFE.search(value)) is not None:
-        raise Invalid(f"holds the character U+{ord(bad[0]):04X}; remove it")
+    if isinstance(value, str) and (bad := _unsafe_character(value)) is not None:
+        raise Invalid(f"holds the character U+{ord(bad):04X}; remove it")
     return value  # type: ignore[return-value]
+
+
+def _unsafe_character(text: str) -> str | None:
+    """The first character of ``text`` that :data:`UNSAFE_TEXT` refuses, or None."""
+    if len(text) >= _LONG and text.isascii():
+        left = text.encode("ascii").translate(None, _ASCII_SAFE)
+        return chr(left[0]) if left else None
+    found = _UNSAFE.search(text)
+    return None if found is None else found[0]
 
 
 def path_problem(value: str) -> str | None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rastrillo.registry.declare import Arg
+from rastrillo.registry.declare import UNSAFE_TEXT, Arg
 from rastrillo.registry.validate import (
     ArgError,
     Invalid,
@@ -221,3 +222,22 @@ def test_read_args_names_every_bad_arg_at_once() -> None:
     }
     with pytest.raises(ArgError, match="quantity: is required: an integer from 1 to 10"):
         read_args(declared, {}.get)
+
+
+@given(
+    st.integers(min_value=0, max_value=400),
+    st.text(st.characters(max_codepoint=0x7F), max_size=40),
+    st.integers(min_value=0, max_value=0x7F),
+    st.text(max_size=3),
+)
+def test_a_text_short_or_long_is_refused_for_its_first_unsafe_character(pad, text, ascii_, extra):
+    """Long ASCII texts are checked another way than short ones (a faster one for a model's
+    megabyte args): both refuse exactly what UNSAFE_TEXT refuses, naming the same first
+    character."""
+    value = "a" * pad + text + chr(ascii_) + extra
+    first = re.search(UNSAFE_TEXT, value)
+    if first is None:
+        assert accept(Arg("a text"), value) == value
+    else:
+        with pytest.raises(Invalid, match=f"holds the character U\\+{ord(first[0]):04X};"):
+            accept(Arg("a text"), value)
