@@ -241,3 +241,15 @@ def test_a_text_short_or_long_is_refused_for_its_first_unsafe_character(pad, tex
     else:
         with pytest.raises(Invalid, match=f"holds the character U\\+{ord(first[0]):04X};"):
             accept(Arg("a text"), value)
+
+
+@pytest.mark.parametrize("pad", [0, 300])
+def test_each_ascii_character_is_taken_or_refused_as_unsafe_text_says(pad):
+    """Every one of the 128, in a short text and in a long one (checked another way)."""
+    for code in range(128):
+        value = "a" * pad + chr(code) + "b"
+        if re.fullmatch(UNSAFE_TEXT, chr(code)) is None:
+            assert accept(Arg("a text"), value) == value
+        else:
+            with pytest.raises(Invalid, match=f"holds the character U\\+{code:04X};"):
+                accept(Arg("a text"), value)
