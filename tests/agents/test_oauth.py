@@ -7,10 +7,13 @@ no grant, or a revoked one.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
+import logging
 import re
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +26,7 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from sqlalchemy import MetaData, select, update
+from sqlalchemy import MetaData, event, select, update
 
 from rastrillo.agents import grants, oauth
 from rastrillo.agents.mcp import APPROVAL_META
@@ -37,7 +40,7 @@ from rastrillo.routing import (
 )
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import ManualClock, live_server
-from tests.support import TLS
+from tests.support import TLS, Relay
 from tests.tools._tools_app import build
 
 LOOPBACK_REDIRECT = "http://127.0.0.1:9999/callback"
@@ -638,6 +641,79 @@ def test_a_refused_authorize_request_is_counted_against_no_one(server: Server):
             assert server.authorize(**{"code_challenge": challenge, **params}).status_code == 400
     assert server.consent_requests() == 0
     server.consent_url(client_id, challenge)
+
+
+@contextlib.contextmanager
+def write_locked(server: Server) -> Iterator[None]:
+    """Another process holds the app's SQLite write lock past a short busy timeout: reads
+    go on, every write waits and gives up."""
+    db = server.app.db
+    event.listen(db.engine, "connect", lambda conn, _r: conn.execute("PRAGMA busy_timeout=50"))
+    db.engine.dispose()  # new connections, with the short timeout
+    holder = sqlite3.connect(db.engine.url.database or "", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def outage_is_503(server: Server, outage: contextlib.AbstractContextManager[object], caplog):
+    """During ``outage`` every OAuth endpoint answers 503 with Retry-After, logged as one
+    warning with no traceback; after it the same requests go through, none spent by it."""
+    client_id, tokens = server.tokens()
+    verifier, challenge = pkce()
+    done = server.answer(server.consent_url(client_id, challenge), agent="second")
+    code = query_of(done.headers["location"])["code"]
+    with outage:
+        for response in (
+            server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT]}),
+            server.authorize(client_id, code_challenge=challenge),
+            server.exchange(client_id, code, verifier),
+            server.refresh(client_id, tokens["refresh_token"]),
+            server.http.post(
+                OAUTH_REVOKE_PATH, data={"token": tokens["access_token"], "client_id": client_id}
+            ),
+        ):
+            assert response.status_code == 503, (response.request.url, response.text)
+            assert int(response.headers["retry-after"]) > 0
+            assert "location" not in response.headers
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert any(r.getMessage().startswith("database unavailable") for r in caplog.records)
+    server.consent_url(client_id, challenge)
+    assert server.exchange(client_id, code, verifier).status_code == 200
+    assert server.refresh(client_id, tokens["refresh_token"]).status_code == 200
+
+
+def test_every_oauth_endpoint_answers_a_locked_database_503_with_retry_after(
+    server: Server, caplog: pytest.LogCaptureFixture
+):
+    """A database that cannot write for a moment is answered 503 with Retry-After, as every
+    page of the app is: not the MCP SDK's catch-all (authorize said 400 ``server_error``,
+    "an unexpected error", to a client that should simply try again), nor a 500 with a
+    traceback (registration, token, revocation)."""
+    outage_is_503(server, write_locked(server), caplog)
+
+
+@pytest.mark.postgres
+def test_every_oauth_endpoint_answers_postgresql_gone_503_with_retry_after(
+    tmp_path: Path, relayed_url: tuple[str, Relay], caplog: pytest.LogCaptureFixture
+):
+    """PostgreSQL out of reach: no read answers either (the client's own row)."""
+    url, relay = relayed_url
+    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True, db=url)) as app:
+        server = Server(app)
+
+        @contextlib.contextmanager
+        def cut() -> Iterator[None]:
+            relay.cut()
+            try:
+                yield
+            finally:
+                relay.mend()
+
+        outage_is_503(server, cut(), caplog)
 
 
 def test_a_registration_too_big_to_keep_is_refused(server: Server):
