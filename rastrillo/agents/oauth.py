@@ -98,11 +98,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message
 
-from rastrillo import threads
+from rastrillo import threads, visible
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.agents.tables import authorizations_table, clients_table
 from rastrillo.availability import UnavailableMiddleware, retryable, unavailable
+from rastrillo.registry.validate import unsafe_character
 from rastrillo.routing import (
     AUTHORIZATION_SERVER_PATH,
     CONSENT_PATH,
@@ -236,6 +237,22 @@ class PendingAuthorization:
         if parts.scheme in ("http", "https"):
             return parts.hostname or ""
         return f"{parts.scheme}:"
+
+    @property
+    def redirect_port(self) -> int | None:
+        """The port an ``http`` or ``https`` redirect URI names, or None (the scheme's own)."""
+        parts = urlsplit(self.redirect_uri)
+        return parts.port if parts.scheme in ("http", "https") else None
+
+    @property
+    def redirect_target(self) -> str:
+        """:attr:`redirect_host` and the port named, if any (``127.0.0.1:51234``,
+        ``[::1]:8123``): what identifies the client for real, where its name is only its
+        own claim. A program on this computer has its own port; a site, its own host."""
+        host = self.redirect_host
+        if self.redirect_port is None:
+            return host
+        return f"[{host}]:{self.redirect_port}" if ":" in host else f"{host}:{self.redirect_port}"
 
     @property
     def loopback(self) -> bool:
@@ -860,6 +877,27 @@ def _check_registration(info: OAuthClientInformationFull) -> None:
         raise RegistrationError(
             "invalid_client_metadata", f"client_name is longer than {_CLIENT_NAME_MAX} characters"
         )
+    if info.client_name is not None and (problem := _name_problem(info.client_name)):
+        raise RegistrationError("invalid_client_metadata", f"client_name {problem}")
+
+
+def _name_problem(name: str) -> str | None:
+    """Why a client's name could read as another, or None.
+
+    The consent page shows the name the client chose. One holding a character no tool
+    arg may hold (a control character, a bidirectional override: ``validate``'s rule), one
+    that shows as nothing or moves the text around it, or one drawn as an ASCII character
+    (``visible``: a Cyrillic a in ``Claude``) reads as a name it is not: refused, naming the
+    character. The page marks such characters too, in a name stored before this rule."""
+    bad = unsafe_character(name)
+    if bad is not None:
+        return f"holds {visible.label(bad)}, which no text here may hold"
+    marked = next((p for p in visible.parts(name) if p.label is not None), None)
+    if marked is None:
+        return None
+    if marked.lookalike:
+        return f"holds {marked.label}, which is drawn as an ASCII character it is not"
+    return f"holds {marked.label}, which shows as nothing or moves the text around it"
 
 
 def _redirect_problem(uri: AnyUrl) -> str | None:

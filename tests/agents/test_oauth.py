@@ -10,6 +10,7 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import json
 import logging
 import re
 import secrets
@@ -72,6 +73,18 @@ class Server:
         response = self.http.post(OAUTH_REGISTER_PATH, json=body)
         assert response.status_code == 201, response.text
         return response.json()["client_id"]
+
+    def stored_before_names_were_checked(self, *uris: str, name: str) -> str:
+        """A client under a name registration now refuses, as one registered before it
+        did is stored: the consent page still marks each character of it."""
+        client_id = self.register(*uris)
+        table = oauth.clients_table
+        with self.app.db.write() as conn:
+            where = table.c.client_id == client_id
+            info = json.loads(conn.execute(select(table.c.info).where(where)).scalar_one())
+            info["client_name"] = name
+            conn.execute(update(table).where(where).values(info=json.dumps(info)))
+        return client_id
 
     def authorize(self, client_id: str, **params: str | None) -> httpx.Response:
         query = {
@@ -751,6 +764,49 @@ def test_a_long_client_name_is_refused(server: Server):
     assert response.status_code == 400
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Claude Code\u202e",  # a bidi override (the rule no tool arg may break either)
+        "\u202eedoC edualC",
+        "Claude\x1b[2J Code",  # a control character
+        "Claude\u200b Code",  # invisible: a zero-width space
+        "Claude\u2800Code",  # drawn blank: the braille pattern blank
+        "Claude Code\u3164",  # a Hangul filler, shown as nothing
+        "Claude\nCode",
+        " Claude Code",  # a space where nothing shows where it ends
+        "Cl\u0430ude Code",  # a Cyrillic a, drawn as the ASCII one
+        "Claude C\uff4fde",  # a fullwidth o
+        "Claude Code" + "\u0316" * 3,  # combining marks stacked over the lines around it
+    ],
+)
+def test_a_client_name_made_to_pass_for_another_is_refused_at_registration(
+    server: Server, name: str
+):
+    """A client names itself, and the consent page shows the name: one holding a character
+    no tool arg may hold, one that shows as nothing, or one drawn as an ASCII one, is made
+    to read as another name (or to hide what follows it). It is refused at registration,
+    naming the character, as a tool call's value is."""
+    refused = server.http.post(
+        OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": name}
+    )
+    assert refused.status_code == 400, refused.text
+    body = refused.json()
+    assert body["error"] == "invalid_client_metadata"
+    assert re.fullmatch(r"client_name holds U\+[0-9A-F]{4,6}, .+", body["error_description"])
+    assert clients(server) == set()
+
+
+@pytest.mark.parametrize(
+    "name", ["Claude Code", "Caf\u00e9 Desk", "\u041a\u043b\u043e\u0434", "\u6771\u4eac Agent"]
+)
+def test_a_client_name_as_people_write_it_is_taken(server: Server, name: str):
+    """A name in one script, accented letters, a plain space between words: as written."""
+    client_id = server.register(name=name)
+    html = server.browser().get(server.consent_url(client_id, pkce()[1])).text
+    assert f'<span class="client">{name}</span>' in html
+
+
 def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     client_id = server.register()
     verifier, challenge = pkce()
@@ -841,7 +897,7 @@ def test_a_consent_post_from_another_origin_or_a_frame_is_refused(server: Server
 
 def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(server: Server):
     name = 'Evil <script>alert(1)</script><img src=x onerror=alert(2)> "\x1b[31m\u202eoC edualC\n'
-    client_id = server.register(name=name)
+    client_id = server.stored_before_names_were_checked(name=name)
     consent = server.consent_url(client_id, pkce()[1])
     page = server.browser().get(consent)
     assert page.status_code == 200
@@ -865,7 +921,7 @@ def test_a_client_name_that_passes_for_another_is_marked_where_the_person_reads_
     """``Claude`` spelled with a Cyrillic a (U+0430) is drawn as ``Claude``: each look-alike
     is shown with its code point, in the heading and the sentence, and escaped in the
     <title>."""
-    client_id = server.register(name="Cl\u0430ude C\u043ede")
+    client_id = server.stored_before_names_were_checked(name="Cl\u0430ude C\u043ede")
     html = server.browser().get(server.consent_url(client_id, pkce()[1])).text
     for char in "\u0430\u043e":
         mark = f'<span class="lookalike" title="not an ASCII character: U+{ord(char):04X}">'
@@ -882,7 +938,9 @@ def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser
     host the answer goes to, the one sign of a phishing client. Past two on one letter,
     each is shown as a labelled mark, as an invisible character is."""
     below = "".join(chr(0x0316 + i % 20) for i in range(40))  # marks drawn below the line
-    client_id = server.register("https://phish.example/cb", name="Claude Code" + below)
+    client_id = server.stored_before_names_were_checked(
+        "https://phish.example/cb", name="Claude Code" + below
+    )
     consent = server.consent_url(client_id, pkce()[1], redirect_uri="https://phish.example/cb")
     html = server.browser().get(consent).text
     name = re.search(r'<h1>Connect <span class="client">(.*)</span> to your account\?</h1>', html)
@@ -898,7 +956,8 @@ def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser
     ("redirect", "shown"),
     [
         (WEB_REDIRECT, "app.example"),
-        ("http://[::1]:8123/cb", "::1"),
+        ("http://[::1]:8123/cb", "[::1]:8123"),
+        ("https://app.example:8443/cb", "app.example:8443"),
         ("com.evil.app:/cb", "com.evil.app:"),
         # An app's own scheme may carry what looks like a web host: the browser goes to the
         # app that claims the scheme, whatever follows it, so the page names the scheme.
@@ -917,7 +976,8 @@ def test_the_consent_page_names_where_the_browser_really_goes(server: Server, re
     done = server.answer(consent)
     assert done.status_code == 303
     host = urlsplit(redirect).hostname if redirect.startswith("https:") else None
-    sent = redirect.replace(host, shown) if host else redirect  # a host as sent: in ASCII
+    # A host as sent: in ASCII.
+    sent = redirect.replace(host, shown.partition(":")[0]) if host else redirect
     assert done.headers["location"].startswith(sent + "?code=")
 
 

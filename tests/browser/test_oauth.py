@@ -290,6 +290,69 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
     anyio.run(scenario)
 
 
+def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_answer_goes(
+    app: App,
+):
+    """Anyone can register a client named "Claude Code": the name is the client's own
+    choice, and a look-alike needs no trick character to take the real one's. What the
+    person reads in Chromium is that the name is only the app's claim, and what identifies
+    it for real: the host and port their answer goes to (a look-alike's listener on another
+    port of this computer, or a site of its own)."""
+    redirects = ["http://127.0.0.1:51234/callback", "https://claude.example:8443/cb"]
+
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                context = await browser.new_context(
+                    base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
+                )
+                context.set_default_timeout(10_000)
+                page = await context.new_page()
+                read: list[str] = []
+                async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as client:
+                    for redirect in redirects:
+                        registered = await client.post(
+                            OAUTH_REGISTER_PATH,
+                            json={"redirect_uris": [redirect], "client_name": "Claude Code"},
+                        )
+                        asked = await client.get(
+                            OAUTH_AUTHORIZE_PATH,
+                            params={
+                                "response_type": "code",
+                                "client_id": registered.json()["client_id"],
+                                "redirect_uri": redirect,
+                                "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuKZWMnvkPc",
+                                "code_challenge_method": "S256",
+                            },
+                        )
+                        await page.goto(asked.headers["location"])
+                        if "/signin" in page.url:
+                            await sign_in_on_the_way(page)
+                        await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+                        read.append(" ".join((await page.locator("main").inner_text()).split()))
+                await page.locator("body").screenshot(path=ARTIFACTS / "consent-claim.png")
+                loopback, web = read
+                for text in read:
+                    assert "An app that calls itself Claude Code asks to use this site" in text
+                    assert (
+                        "That name is its own claim: anyone can register an app under any "
+                        "name, and this site has not checked it." in text
+                    ), text
+                assert (
+                    "your browser goes to 127.0.0.1:51234 (a program on that computer, "
+                    "listening on port 51234): that, not the name, is the app you allow."
+                ) in loopback, loopback
+                assert (
+                    "your browser goes to claude.example:8443: that, not the name, is the "
+                    "app you allow."
+                ) in web, web
+            finally:
+                await browser.close()
+
+    anyio.run(scenario)
+
+
 def test_the_revoke_button_refuses_the_clients_next_call(app: App, callback: tuple[str, list[str]]):
     storage = Memory()
 
