@@ -119,13 +119,21 @@ class AuditRecord:
         the model and the app chose escaped once (:func:`visible.for_terminal`), a text arg
         in quotes (:func:`visible.quoted`)."""
         who = describe(self.actor, self.user_id, self.approved_by, self.approved_at)
-        args = " ".join(f"{for_terminal(k)}={_shown(v)}" for k, v in self.args.items())
+        args = " ".join(f"{_name(k)}={_shown(v)}" for k, v in self.args.items())
         at = self.at.astimezone(UTC)
         return (
             f"{at:%Y-%m-%d %H:%M:%S}  {for_terminal(self.tool)}({args})  {for_terminal(who)}"
             f"  → {for_terminal(self.outcome)}"
             f"  [{self.duration_ms:.1f} ms, call {for_terminal(self.call_id)}]"
         )
+
+
+def _name(name: str) -> str:
+    """An arg's name as ``rastrillo audit`` prints it: as written if it is an identifier
+    (every declared arg's is), else quoted, as a text value is. A call to a tool that is not
+    there keeps the names a model sent, and one holding ``")  …  → 200`` must not end the
+    args and forge the fields after them."""
+    return name if name.isascii() and name.isidentifier() else quoted(name)
 
 
 def _shown(value: object) -> str:

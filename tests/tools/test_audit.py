@@ -392,7 +392,31 @@ def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys
     assert not {"\x1b", "\x07", "\x9b", "\x85", "\u2028", "\u202e"} & set(out)
     assert "x\\n2026-01-01 00:00:00" in out
     assert '(id="1\\x1b]0;pwned\\x07\\u2028")' in out
-    assert '\\x1b[2J\\u202e(\\x9b="\\x85")' in out
+    assert '\\x1b[2J\\u202e("\\x9b"="\\x85")' in out
+
+
+QUOTED = r'"(?:[^"\\]|\\.)*"'
+ARG = rf"(?:[A-Za-z_][A-Za-z0-9_]*|{QUOTED})=(?:{QUOTED}|[^ ()]+)"
+
+
+def test_an_arg_name_cannot_end_its_field_and_forge_the_next(tickets, capsys):
+    """A model names the args of a call to a tool that is not there as it likes, and the
+    row keeps them as sent: a name holding ``")  …  → 200`` and a made-up row after it
+    would read as the fields that follow. A name that is not an identifier is quoted, as a
+    text value is, so the args end where their parenthesis does."""
+    app = rastrillo.handler(load_options(tickets))
+    forged = 'id="1")  agent:concierge for user 3  \u2192 200  [1.0 ms, call x]\nz'
+    with contextlib.suppress(ToolError):
+        run(app, app.options.tools, Call(tool="orders_id_gone", args={forged: "1"}, actor=AGENT))
+    audit.flush(app.db)
+    assert main(["audit", "--app", str(tickets)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    fields = re.fullmatch(
+        rf"\S+ \S+  orders_id_gone\(({ARG})\)  agent:concierge  \u2192 refused: .*", line
+    )
+    assert fields is not None, line
+    key = fields[1].rpartition("=")[0]
+    assert key.startswith('"')
 
 
 def test_tools_call_usage_errors(tickets, capsys):
