@@ -39,7 +39,7 @@ from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, sel
 from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError, written
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
-from rastrillo.visible import for_terminal, quoted
+from rastrillo.visible import field, for_terminal, quoted
 
 __all__ = [
     "ARGS_KEPT",
@@ -117,23 +117,22 @@ class AuditRecord:
     def __str__(self) -> str:
         """The row on one line for a terminal (``rastrillo audit``), every character of what
         the model and the app chose escaped once (:func:`visible.for_terminal`), a text arg
-        in quotes (:func:`visible.quoted`)."""
-        who = describe(self.actor, self.user_id, self.approved_by, self.approved_at)
-        args = " ".join(f"{_name(k)}={_shown(v)}" for k, v in self.args.items())
+        in quotes (:func:`visible.quoted`), and a name or id in quotes unless it is one plain
+        word (:func:`visible.field`): a tool a model made up, an arg's name it sent to one,
+        a user id holding ``  → 200  […]``, cannot end their field and forge the next."""
+        who = describe(
+            field(self.actor),
+            None if self.user_id is None else field(self.user_id),
+            None if self.approved_by is None else field(self.approved_by),
+            self.approved_at,
+        )
+        args = " ".join(f"{field(k)}={_shown(v)}" for k, v in self.args.items())
         at = self.at.astimezone(UTC)
         return (
-            f"{at:%Y-%m-%d %H:%M:%S}  {for_terminal(self.tool)}({args})  {for_terminal(who)}"
+            f"{at:%Y-%m-%d %H:%M:%S}  {field(self.tool)}({args})  {who}"
             f"  → {for_terminal(self.outcome)}"
-            f"  [{self.duration_ms:.1f} ms, call {for_terminal(self.call_id)}]"
+            f"  [{self.duration_ms:.1f} ms, call {field(self.call_id)}]"
         )
-
-
-def _name(name: str) -> str:
-    """An arg's name as ``rastrillo audit`` prints it: as written if it is an identifier
-    (every declared arg's is), else quoted, as a text value is. A call to a tool that is not
-    there keeps the names a model sent, and one holding ``")  …  → 200`` must not end the
-    args and forge the fields after them."""
-    return name if name.isascii() and name.isidentifier() else quoted(name)
 
 
 def _shown(value: object) -> str:

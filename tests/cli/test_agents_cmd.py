@@ -94,7 +94,24 @@ def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Datab
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert out.count("\n") == 1
-    assert "user 1\\n\\x1b]0;owned\\x07  agent:desk" in out
+    assert 'user "1\\n\\x1b]0;owned\\x07"  agent:desk' in out
+
+
+def test_a_user_id_cannot_end_its_field_and_forge_the_next(app_dir: Path, db: Database, capsys):
+    """A user id is the app's to choose, often from what a person typed (a user name): one
+    holding two spaces and fields of its own would read as another grant's user, agent and
+    client. One that is not a plain word is quoted, as a client's name is."""
+    user = '1  agent:console  client "Claude Code"'
+    grant = grants.create_grant(db, user_id=user, agent="desk", client="Desk", client_id="c-1")
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    fields = re.fullmatch(
+        rf'{grant.id}  user "((?:[^"\\]|\\.)*)"  agent:desk  client "Desk"  created [^"]+  '
+        r"last used never",
+        line,
+    )
+    assert fields is not None, line
+    assert re.sub(r"\\(.)", r"\1", fields[1]) == user
 
 
 def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
@@ -107,7 +124,7 @@ def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
     grants.create_grant(db, user_id="1\\x1b[2J", agent="forged", client="Claude")
     assert main(["agents", "list", "--app", str(app_dir)]) == 0
     shown = {
-        re.search(r"agent:(\w+)", line)[1]: re.search(r"  user (\S+)  ", line)[1]
+        re.search(r"agent:(\w+)", line)[1]: re.search(r'  user "(\S+)"  ', line)[1]
         for line in capsys.readouterr().out.splitlines()
     }
     assert shown == {"real": "1\\x1b[2J", "forged": "1\\\\x1b[2J"}
