@@ -97,23 +97,6 @@ def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Datab
     assert 'user "1\\n\\x1b]0;owned\\x07"  agent:desk' in out
 
 
-def test_a_user_id_cannot_end_its_field_and_forge_the_next(app_dir: Path, db: Database, capsys):
-    """A user id is the app's to choose, often from what a person typed (a user name): one
-    holding two spaces and fields of its own would read as another grant's user, agent and
-    client. One that is not a plain word is quoted, as a client's name is."""
-    user = '1  agent:console  client "Claude Code"'
-    grant = grants.create_grant(db, user_id=user, agent="desk", client="Desk", client_id="c-1")
-    assert main(["agents", "list", "--app", str(app_dir)]) == 0
-    [line] = capsys.readouterr().out.splitlines()
-    fields = re.fullmatch(
-        rf'{grant.id}  user "((?:[^"\\]|\\.)*)"  agent:desk  client "Desk"  created [^"]+  '
-        r"last used never",
-        line,
-    )
-    assert fields is not None, line
-    assert re.sub(r"\\(.)", r"\1", fields[1]) == user
-
-
 def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
     app_dir: Path, db: Database, capsys
 ):
@@ -130,18 +113,35 @@ def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
     assert shown == {"real": "1\\x1b[2J", "forged": "1\\\\x1b[2J"}
 
 
-def test_a_client_name_cannot_end_its_field_and_forge_the_next(app_dir: Path, db: Database, capsys):
-    """A client names itself at registration, anyone's choice: one whose name holds a
-    quote and the fields that follow (``revoked …``) would show a live grant as revoked.
-    A quote and a backslash in it are escaped, so the name ends where its field does."""
-    name = 'Desk"  created 2026-01-01 00:00:00 UTC  last used never  revoked 2026-01-02\\'
-    grant = grants.create_grant(db, user_id="1", agent="desk", client=name, client_id="c-1")
+def unquoted(shown: str) -> str:
+    """A field as ``agents list`` prints it, read back: its quotes and escapes undone."""
+    return re.sub(r"\\(.)", r"\1", shown[1:-1]) if shown.startswith('"') else shown
+
+
+@pytest.mark.parametrize(
+    ("user", "client"),
+    [
+        ('1  agent:console  client "Claude Code"', "Desk"),
+        ("1", 'Desk"  created 2026-01-01 00:00:00 UTC  last used never  revoked 2026-01-02\\'),
+    ],
+    ids=["user", "client"],
+)
+def test_a_user_id_or_a_client_name_cannot_end_its_field_and_forge_the_next(
+    app_dir: Path, db: Database, capsys, user: str, client: str
+):
+    """A client names itself at registration, anyone's choice, and a user id is the app's,
+    often what a person typed (a user name): one holding a quote, two spaces and the fields
+    that follow would read as another grant's user, agent and client, or show a live grant
+    as revoked (``revoked …``). Each is quoted unless it is one plain word, its quotes and
+    backslashes escaped, so it ends where its field does."""
+    grant = grants.create_grant(db, user_id=user, agent="desk", client=client, client_id="c-1")
     assert main(["agents", "list", "--app", str(app_dir)]) == 0
     [line] = capsys.readouterr().out.splitlines()
+    quoted = r'"(?:[^"\\]|\\.)*"'
     fields = re.fullmatch(
-        rf'{grant.id}  user 1  agent:desk  client "((?:[^"\\]|\\.)*)"  created [^"]+  '
+        rf"{grant.id}  user ({quoted}|\d+)  agent:desk  client ({quoted})  created [^\"]+  "
         r"last used never",
         line,
     )
     assert fields is not None, line
-    assert re.sub(r"\\(.)", r"\1", fields[1]) == name
+    assert (unquoted(fields[1]), unquoted(fields[2])) == (user, client)
