@@ -12,6 +12,9 @@ import pytest
 from hypothesis import settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.scheduler.protocol import Scheduling
 
 from tests.support import Server, free_port
 
@@ -21,6 +24,7 @@ settings.register_profile("rastrillo", deadline=None, print_blob=True)
 settings.load_profile("rastrillo")
 
 POSTGRES_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
+BROWSER_TESTS = "tests/browser/"
 
 
 @contextlib.contextmanager
@@ -83,6 +87,22 @@ def serve() -> Iterator:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait()
+
+
+class _BrowsersTogether(LoadScopeScheduling):
+    """``make test``'s ``--dist loadscope``, the browser modules one unit of work: one worker
+    runs them one after another on one Playwright driver (tests/browser/conftest.py), where
+    each module's worker started a driver of its own."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.startswith(BROWSER_TESTS):
+            return BROWSER_TESTS
+        return super()._split_scope(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
+    return _BrowsersTogether(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
