@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from xdist.remote import Producer
@@ -22,6 +23,14 @@ from tests.support import Server, free_port
 # would only make property tests flaky on a loaded CI machine.
 settings.register_profile("rastrillo", deadline=None, print_blob=True)
 settings.load_profile("rastrillo")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Which characters UTF-8 encodes (``st.text()``'s alphabet) hypothesis works out once
+    per checkout, about 3 s of CPU, and keeps in .hypothesis/: here, in ``make test``'s one
+    collection beside mypy, not in each worker at once on a fresh clone."""
+    st.text().validate()
+
 
 POSTGRES_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
 BROWSER_TESTS = "tests/browser/"
