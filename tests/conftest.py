@@ -25,10 +25,12 @@ settings.register_profile("rastrillo", deadline=None, print_blob=True)
 settings.load_profile("rastrillo")
 
 
-def pytest_configure(config: pytest.Config) -> None:
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
     """Which characters UTF-8 encodes (``st.text()``'s alphabet) hypothesis works out once
     per checkout, about 3 s of CPU, and keeps in .hypothesis/: here, in ``make test``'s one
-    collection beside mypy, not in each worker at once on a fresh clone."""
+    collection beside mypy, not in each worker at once on a fresh clone. (After
+    hypothesis's own start of the session: not while pytest loads plugins.)"""
     st.text().validate()
 
 
