@@ -579,7 +579,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             self._replayed(request_id)
             raise TokenError("invalid_grant", "authorization code already used or expired")
         try:
-            grant = grants.create_grant(
+            tokens = grants.grant_with_tokens(
                 self.db,
                 user_id=row.user_id,
                 agent=row.agent,
@@ -594,11 +594,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 f"the agent name {row.agent!r} was given to another of the user's agents "
                 "since it was allowed: authorize again, under another name",
             ) from None
-        try:
-            tokens = grants.issue_tokens(self.db, grant.id)
-        except grants.GrantError:
-            # Revoked as it was made (the user's access ended, or they pressed Revoke).
-            raise TokenError("invalid_grant", "the grant was revoked as it was made") from None
+        grant = tokens.grant
         # A concurrent second use marks replayed_at; whichever of the two writes last sees
         # the other's, so the grant is revoked either here or there.
         with self.db.write() as conn:
