@@ -17,7 +17,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.scheduler.protocol import Scheduling
 
-from tests.support import Server, free_port
+from tests.support import Relay, Server, free_port
 
 # Timing is measured in bench/, never in tests: no per-example deadline, which
 # would only make property tests flaky on a loaded CI machine.
@@ -80,6 +80,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "app.db")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def relayed_url(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, Relay]]:
+    url = make_url(pg_url)
+    folder = tmp_path / "relay"
+    folder.mkdir()
+    relay = Relay(folder, str(Path(str(url.query["host"])) / ".s.PGSQL.5432"))
+    yield url.set(query={"host": str(folder)}).render_as_string(hide_password=False), relay
+    with contextlib.suppress(Exception):
+        relay.cut()
 
 
 @pytest.fixture

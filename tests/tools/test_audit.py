@@ -391,7 +391,8 @@ def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys
     assert out.count("\n") == len(hostile)
     assert not {"\x1b", "\x07", "\x9b", "\x85", "\u2028", "\u202e"} & set(out)
     assert "x\\n2026-01-01 00:00:00" in out
-    assert '(id="1\\u001b]0;pwned\\u0007\\u2028")' in out
+    assert '(id="1\\x1b]0;pwned\\x07\\u2028")' in out
+    assert '\\x1b[2J\\u202e(\\x9b="\\x85")' in out
 
 
 def test_tools_call_usage_errors(tickets, capsys):
