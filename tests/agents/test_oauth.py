@@ -42,7 +42,7 @@ from rastrillo.routing import (
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import ManualClock, live_server
 from tests.support import TLS, Relay
-from tests.tools._tools_app import build
+from tests.tools._tools_app import app_options
 
 LOOPBACK_REDIRECT = "http://127.0.0.1:9999/callback"
 WEB_REDIRECT = "https://app.example/oauth/cb"
@@ -171,14 +171,14 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True)) as app:
+    with live_server(dataclasses.replace(app_options(tmp_path), mcp=True)) as app:
         yield Server(app)
 
 
 @pytest.fixture
 def stored(tmp_path: Path, db_url: str) -> Iterator[Server]:
     """For what the database must hold: the test runs on SQLite, then on PostgreSQL."""
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, db=db_url)
     with live_server(options) as app:
         yield Server(app)
 
@@ -509,7 +509,7 @@ def test_registration_takes_only_safe_redirect_uris(server: Server):
 def clocked(tmp_path: Path, db_url: str) -> Iterator[tuple[Server, ManualClock]]:
     """On a clock that moves when told to; on SQLite, then on PostgreSQL."""
     clock = ManualClock()
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, clock=clock, db=db_url)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, clock=clock, db=db_url)
     with live_server(options) as app:
         yield Server(app), clock
 
@@ -715,7 +715,7 @@ def test_every_oauth_endpoint_answers_postgresql_gone_503_with_retry_after(
 ):
     """PostgreSQL out of reach: no read answers either (the client's own row)."""
     url, relay = relayed_url
-    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True, db=url)) as app:
+    with live_server(dataclasses.replace(app_options(tmp_path), mcp=True, db=url)) as app:
         server = Server(app)
 
         @contextlib.contextmanager

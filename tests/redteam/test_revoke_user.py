@@ -40,7 +40,7 @@ from tests.agents.mcp_app import ACTIONS
 from tests.agents.test_oauth import Server as OAuthServer
 from tests.agents.test_oauth import pkce, query_of
 from tests.support import TLS, write_app
-from tests.tools._tools_app import build
+from tests.tools._tools_app import app_options
 
 PAGES = {
     **ACTIONS,
@@ -266,7 +266,7 @@ def test_a_script_that_opened_the_database_before_loading_the_agents_revokes_all
 
 @pytest.fixture
 def oauth_server(tmp_path: Path, db_url: str) -> Iterator[OAuthServer]:
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, db=db_url)
     with live_server(options) as app:
         yield OAuthServer(app)
 
