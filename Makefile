@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 EXAMPLES := $(wildcard examples/*/app.py)
 ADDR ?= 127.0.0.1:8000
 # The suite runs on 3 workers, each module's tests on one worker so they share its module
-# fixtures. 3 on 2 cores: many tests wait on a server, Chromium or PostgreSQL; a fourth
+# fixtures (the browser modules all on one, sharing Playwright's driver: tests/conftest.py).
+# 3 on 2 cores: many tests wait on a server, Chromium or PostgreSQL; a fourth
 # worker cost more CPU (its own collection, one more process on each core) than its waits
 # gave back (docs/performance.md, stop 22). The modules are handed out in the order
 # tests/conftest.py gives them, the slowest first (xdist would otherwise hand out the

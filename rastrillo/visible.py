@@ -31,7 +31,7 @@ import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["Part", "for_terminal", "is_hidden", "lookalikes", "parts"]
+__all__ = ["Part", "for_terminal", "is_hidden", "lookalikes", "parts", "quoted"]
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties): code points a
 # renderer shows as nothing when it has no glyph for them, whatever their category.
@@ -215,19 +215,29 @@ def _split_words(text: str) -> list[str]:
 
 def for_terminal(text: str) -> str:
     """``text`` on one line, each hidden character and each look-alike as a Python escape
-    (``\\n``, ``\\x1b``, ``\\u200b``, ``\\u0430``): nothing reaches the terminal that
-    could forge a line or drive it, or pass for an ASCII character."""
-    if text.isascii() and text.isprintable():
+    (``\\n``, ``\\x1b``, ``\\u200b``, ``\\u0430``), and each backslash as ``\\\\``:
+    nothing reaches the terminal that could forge a line or drive it, or pass for an ASCII
+    character, and every line names exactly one text. A backslash printed as itself would
+    let the four characters ``\\x1b`` read as an escaped ESC."""
+    if text.isascii() and text.isprintable() and "\\" not in text:
         return text
-    escaped = [h or a for h, a in zip(_hidden(text), lookalikes(text), strict=True)]
-    if not any(escaped):
-        return text
+    escaped = [
+        h or a or c == "\\" for c, h, a in zip(text, _hidden(text), lookalikes(text), strict=True)
+    ]
     return "".join(_escape(c) if e else c for c, e in zip(text, escaped, strict=True))
+
+
+def quoted(text: str) -> str:
+    """``text`` in double quotes for a terminal, escaped as :func:`for_terminal` escapes it
+    and its quotes as ``\\"``: a field a stranger chose (a client's name, a model's arg)
+    that must end where its quotes do, not let what follows a quote inside it forge the
+    fields after it (``revoked …``, ``→ 200``)."""
+    return '"' + for_terminal(text).replace('"', '\\"') + '"'
 
 
 def _escape(char: str) -> str:
     escaped = repr(char)[1:-1]
-    if escaped != char:  # \n, \t, \x1b, \u200b, \U000e0001 …
+    if escaped != char:  # \\, \n, \t, \x1b, \u200b, \U000e0001 …
         return escaped
     # Printable to Python, blank or an ASCII look-alike to a reader (U+2800, U+0430 …).
     code = ord(char)

@@ -10,17 +10,32 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.scheduler.protocol import Scheduling
 
-from tests.support import Server, free_port
+from tests.support import Relay, Server, free_port
 
 # Timing is measured in bench/, never in tests: no per-example deadline, which
 # would only make property tests flaky on a loaded CI machine.
 settings.register_profile("rastrillo", deadline=None, print_blob=True)
 settings.load_profile("rastrillo")
 
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Which characters UTF-8 encodes (``st.text()``'s alphabet) hypothesis works out once
+    per checkout, about 3 s of CPU, and keeps in .hypothesis/: here, in ``make test``'s one
+    collection beside mypy, not in each worker at once on a fresh clone. (After
+    hypothesis's own start of the session: not while pytest loads plugins.)"""
+    st.text().validate()
+
+
 POSTGRES_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
+BROWSER_TESTS = "tests/browser/"
 
 
 @contextlib.contextmanager
@@ -68,6 +83,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def relayed_url(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, Relay]]:
+    url = make_url(pg_url)
+    folder = tmp_path / "relay"
+    folder.mkdir()
+    relay = Relay(folder, str(Path(str(url.query["host"])) / ".s.PGSQL.5432"))
+    yield url.set(query={"host": str(folder)}).render_as_string(hide_password=False), relay
+    with contextlib.suppress(Exception):
+        relay.cut()
+
+
+@pytest.fixture
 def serve() -> Iterator:
     """Start ``python app.py`` for an app folder on a free loopback port."""
     servers: list[Server] = []
@@ -83,6 +109,22 @@ def serve() -> Iterator:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait()
+
+
+class _BrowsersTogether(LoadScopeScheduling):
+    """``make test``'s ``--dist loadscope``, the browser modules one unit of work: one worker
+    runs them one after another on one Playwright driver (tests/browser/conftest.py), where
+    each module's worker started a driver of its own."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.startswith(BROWSER_TESTS):
+            return BROWSER_TESTS
+        return super()._split_scope(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
+    return _BrowsersTogether(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -249,3 +250,56 @@ class LogSeen(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if self.text in record.getMessage():
             self.event.set()
+
+
+class Relay:
+    """Forwards connections from a unix socket in ``folder`` to PostgreSQL's own socket;
+    ``cut`` drops every connection and refuses new ones until ``mend``."""
+
+    def __init__(self, folder: Path, target: str) -> None:
+        self.path = str(folder / ".s.PGSQL.5432")
+        self.target = target
+        self.live: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.listener: socket.socket | None = None
+        self.mend()
+
+    def mend(self) -> None:
+        listener = socket.socket(socket.AF_UNIX)
+        with contextlib.suppress(FileNotFoundError):
+            Path(self.path).unlink()
+        listener.bind(self.path)
+        listener.listen()
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        assert self.listener is not None
+        self.listener.close()
+        Path(self.path).unlink()
+        with self.lock:
+            for s in self.live:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            self.live.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(self.target)
+            with self.lock:
+                self.live.update((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)

@@ -6,18 +6,13 @@ restart would."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from rastrillo.storage import Database, is_unavailable
-from tests.support import Server, write_app
+from tests.support import Relay, Server, write_app
 
 ACTIONS = {
     "notes/index.GET.py": """
@@ -26,70 +21,6 @@ ACTIONS = {
     """,
 }
 MIGRATION = {"migrations/0001_notes.sql": "CREATE TABLE notes (id SERIAL PRIMARY KEY, body TEXT);"}
-
-
-class Relay:
-    """Forwards connections from a unix socket in ``folder`` to PostgreSQL's own socket;
-    ``cut`` drops every connection and refuses new ones until ``mend``."""
-
-    def __init__(self, folder: Path, target: str) -> None:
-        self.path = str(folder / ".s.PGSQL.5432")
-        self.target = target
-        self.live: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        self.listener: socket.socket | None = None
-        self.mend()
-
-    def mend(self) -> None:
-        listener = socket.socket(socket.AF_UNIX)
-        with contextlib.suppress(FileNotFoundError):
-            Path(self.path).unlink()
-        listener.bind(self.path)
-        listener.listen()
-        self.listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def cut(self) -> None:
-        assert self.listener is not None
-        self.listener.close()
-        Path(self.path).unlink()
-        with self.lock:
-            for s in self.live:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            self.live.clear()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            server = socket.socket(socket.AF_UNIX)
-            server.connect(self.target)
-            with self.lock:
-                self.live.update((client, server))
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-
-@pytest.fixture
-def relayed_url(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, Relay]]:
-    url = make_url(pg_url)
-    folder = tmp_path / "relay"
-    folder.mkdir()
-    relay = Relay(folder, str(Path(str(url.query["host"])) / ".s.PGSQL.5432"))
-    yield url.set(query={"host": str(folder)}).render_as_string(hide_password=False), relay
-    with contextlib.suppress(Exception):
-        relay.cut()
 
 
 @pytest.mark.postgres

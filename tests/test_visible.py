@@ -3,10 +3,11 @@ in one script reads as written (rastrillo.visible)."""
 
 from __future__ import annotations
 
+import re
 import string
 import unicodedata
 
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from rastrillo.visible import for_terminal, lookalikes, parts
@@ -127,7 +128,52 @@ def test_a_value_made_to_pass_for_an_ascii_one_is_marked_where_it_differs(
 @given(st.text(st.sampled_from(PRINTABLE)))
 def test_ascii_reads_as_written(text: str) -> None:
     assert not any(lookalikes(text))
-    assert for_terminal(text) == text
+    assert for_terminal(text) == text.replace("\\", "\\\\")
+
+
+ESCAPE = re.compile(r"\\(?:([\\ntr])|x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8}))|[^\\]", re.S)
+"""One thing a terminal line shows: an escape, or a character that is not a backslash."""
+
+
+def read_back(shown: str) -> str:
+    """The one text ``shown`` can be the terminal form of: each escape read as the
+    character it names, every other character as itself; an error if ``shown`` is no
+    terminal form at all (a backslash that begins no escape)."""
+    out, at = [], 0
+    while at < len(shown):
+        found = ESCAPE.match(shown, at)
+        assert found is not None, f"a backslash that begins no escape at {at}: {shown!r}"
+        simple, *code = found.groups()
+        hexa = next((c for c in code if c), None)
+        if simple:
+            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(simple, simple))
+        else:
+            out.append(chr(int(hexa, 16)) if hexa else found[0])
+        at = found.end()
+    return "".join(out)
+
+
+TRICKY = "\\xuU0123456789abcdefntr\"' \x1b\x9b\n\r\t\u200b\u202e\u0430\u2024\uff11\u0301\U000e0041"
+
+
+@given(st.text(st.sampled_from(TRICKY)) | st.text())
+@example("\\x1b")
+@example("\x1b")
+@example("\\\\x1b")
+def test_a_terminal_line_names_exactly_one_text(text: str) -> None:
+    """Each printed form maps back to exactly one input: a text holding the four
+    characters ``\\x1b`` is not printed as an escaped ESC is, nor a backslash the
+    operator reads as beginning an escape."""
+    assert read_back(for_terminal(text)) == text
+
+
+def test_a_terminal_tells_an_escape_from_the_text_of_one() -> None:
+    forms = {
+        for_terminal(t)
+        for t in ("\x1b", "\\x1b", "\\\\x1b", "\u200b", "\\u200b", "\u0430", "\\u0430")
+    }
+    assert len(forms) == 7
+    assert for_terminal("\\x1b[2J") == "\\\\x1b[2J"
 
 
 SCRIPTS = {

@@ -74,6 +74,7 @@ __all__ = [
     "create_grant",
     "get_grant",
     "grant_session",
+    "grant_with_tokens",
     "issue_tokens",
     "list_grants",
     "live_grants_named",
@@ -387,6 +388,19 @@ def issue_tokens(
     now = db.clock.now()
     with db.write() as conn:
         return _new_pair(conn, _live_grant(conn, grant_id), now, access_ttl, refresh_ttl)
+
+
+def grant_with_tokens(
+    db: Database, *, user_id: str | int, agent: str, client: str, client_id: str
+) -> Tokens:
+    """:func:`create_grant` and :func:`issue_tokens` in one transaction: an OAuth client's
+    new grant with its first access and refresh token, or nothing at all. (Made apart, a
+    failure between the two left the user an agent listed with no token ever issued.)"""
+    check_agent_name(agent)
+    now = db.clock.now()
+    with db.write() as conn:
+        grant = _create_grant_in(conn, now, user_id, agent, client, client_id, None)
+        return _new_pair(conn, grant, now, ACCESS_TTL, REFRESH_TTL)
 
 
 def _new_pair(

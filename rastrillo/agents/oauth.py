@@ -45,6 +45,9 @@ The rules this provider adds to the SDK's:
   is bounded too: a registration to 8 KiB, a request's ``state`` to :data:`STATE_MAX`.
 - A refresh stores a token pair, so refreshes are rate limited per grant
   (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
+- A database that cannot answer for a moment is answered 503 with ``Retry-After`` at
+  every endpoint, as on every page (``availability``), authorize included: the SDK's
+  handler would answer it 400 ``server_error``.
 """
 
 from __future__ import annotations
@@ -95,10 +98,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message
 
-from rastrillo import threads
+from rastrillo import threads, visible
 from rastrillo.actor import Actor
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.agents.tables import authorizations_table, clients_table
+from rastrillo.availability import UnavailableMiddleware, retryable, unavailable
+from rastrillo.registry.validate import unsafe_character
 from rastrillo.routing import (
     AUTHORIZATION_SERVER_PATH,
     CONSENT_PATH,
@@ -177,12 +182,29 @@ _GET = ["GET", "HEAD", "OPTIONS"]
 _FORM_TYPE = b"application/x-www-form-urlencoded"
 _JSON_TYPE = "application/json"
 _POST = ["POST", "OPTIONS"]
-_THROTTLED: ContextVar[throttle.TooManyAttempts | None] = ContextVar(
-    "rastrillo_oauth_throttled", default=None
-)
-"""Set by :meth:`Authority.authorize` when the client is past its authorizations: the SDK's
-handler turns any error of the provider's into a redirect, which
-:meth:`Authority._authorize_endpoint` answers as a 429 instead."""
+
+
+@dataclass
+class _Instead:
+    """What the authorize endpoint answers in place of the SDK's handler, if anything."""
+
+    response: Response | None = None
+
+
+_INSTEAD: ContextVar[_Instead | None] = ContextVar("rastrillo_oauth_instead", default=None)
+"""Set while :meth:`Authority._authorize_endpoint` runs the SDK's handler, which turns any
+error of the provider's into a redirect to the client (or, past its own catch-all, a 400
+``server_error`` and a traceback): a client past its authorizations is answered 429, a
+database that cannot answer for a moment 503 with ``Retry-After``, as every page is."""
+
+
+def _answer_instead(response: Response) -> AuthorizeError:
+    """Have the authorize endpoint answer ``response``; the error that ends the SDK's
+    handler meanwhile (which the endpoint does not send)."""
+    instead = _INSTEAD.get()
+    assert instead is not None, "only the authorize endpoint's handler calls authorize"
+    instead.response = response
+    return AuthorizeError("temporarily_unavailable", "try again later")
 
 
 class AuthorizationGone(LookupError):
@@ -215,6 +237,22 @@ class PendingAuthorization:
         if parts.scheme in ("http", "https"):
             return parts.hostname or ""
         return f"{parts.scheme}:"
+
+    @property
+    def redirect_port(self) -> int | None:
+        """The port an ``http`` or ``https`` redirect URI names, or None (the scheme's own)."""
+        parts = urlsplit(self.redirect_uri)
+        return parts.port if parts.scheme in ("http", "https") else None
+
+    @property
+    def redirect_target(self) -> str:
+        """:attr:`redirect_host` and the port named, if any (``127.0.0.1:51234``,
+        ``[::1]:8123``): what identifies the client for real, where its name is only its
+        own claim. A program on this computer has its own port; a site, its own host."""
+        host = self.redirect_host
+        if self.redirect_port is None:
+            return host
+        return f"[{host}]:{self.redirect_port}" if ":" in host else f"{host}:{self.redirect_port}"
 
     @property
     def loopback(self) -> bool:
@@ -426,7 +464,16 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     async def get_client(self, client_id: str) -> Client | None:
         if not _CLIENT_ID.fullmatch(client_id):
             return None
-        return await threads.in_thread(self._get_client, client_id)
+        try:
+            return await threads.in_thread(self._get_client, client_id)
+        except Exception as exc:
+            # In the authorize handler, which would answer it 400 "server_error": no client
+            # (the SDK answers "not found"), and the endpoint answers 503 instead. In the
+            # others the error goes up to the endpoint's UnavailableMiddleware.
+            if not retryable(exc) or _INSTEAD.get() is None:
+                raise
+            _answer_instead(unavailable(exc))
+            return None
 
     def _get_client(self, client_id: str) -> Client | None:
         with self.db.read() as conn:
@@ -478,17 +525,6 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             )
         if params.state is not None and len(params.state) > STATE_MAX:
             raise AuthorizeError("invalid_request", f"state is longer than {STATE_MAX} characters")
-        try:
-            await threads.in_thread(
-                throttle.take_attempt,
-                self.db,
-                {f"oauth-authorize:{client.client_id}": AUTHORIZATIONS_PER_CLIENT},
-                RATE_WINDOW,
-                "authorization requests",
-            )
-        except throttle.TooManyAttempts as exc:
-            _THROTTLED.set(exc)
-            raise AuthorizeError("temporarily_unavailable", str(exc)) from None
         now = self.db.clock.now()
         request_id = secrets.token_urlsafe(32)
         row = {
@@ -503,10 +539,24 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             "created_at": now,
             "expires_at": now + REQUEST_TTL,
         }
-        await threads.in_thread(self._record_request, row)
+        try:
+            await threads.in_thread(self._record_request, row)
+        except throttle.TooManyAttempts as exc:
+            raise _answer_instead(_too_many(exc)) from None
+        except Exception as exc:
+            if not retryable(exc):
+                raise
+            raise _answer_instead(unavailable(exc)) from None
         return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
 
     def _record_request(self, row: dict[str, Any]) -> None:
+        """The request counted against its client, then stored."""
+        throttle.take_attempt(
+            self.db,
+            {f"oauth-authorize:{row['client_id']}": AUTHORIZATIONS_PER_CLIENT},
+            RATE_WINDOW,
+            "authorization requests",
+        )
         table = authorizations_table
         with self.db.write() as conn:
             conn.execute(delete(table).where(table.c.created_at < row["created_at"] - _KEEP))
@@ -579,7 +629,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             self._replayed(request_id)
             raise TokenError("invalid_grant", "authorization code already used or expired")
         try:
-            grant = grants.create_grant(
+            tokens = grants.grant_with_tokens(
                 self.db,
                 user_id=row.user_id,
                 agent=row.agent,
@@ -594,11 +644,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 f"the agent name {row.agent!r} was given to another of the user's agents "
                 "since it was allowed: authorize again, under another name",
             ) from None
-        try:
-            tokens = grants.issue_tokens(self.db, grant.id)
-        except grants.GrantError:
-            # Revoked as it was made (the user's access ended, or they pressed Revoke).
-            raise TokenError("invalid_grant", "the grant was revoked as it was made") from None
+        grant = tokens.grant
         # A concurrent second use marks replayed_at; whichever of the two writes last sees
         # the other's, so the grant is revoked either here or there.
         with self.db.write() as conn:
@@ -660,16 +706,17 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         9700 (4.11.2) asks that the user be authenticated first and that only a trusted URI
         be redirected to unasked; no registered URI is trusted here. A person's Deny, on
         the consent page that named where their browser goes, is sent on (:func:`deny`).
-        A client past its authorization requests is answered 429 (:meth:`authorize`).
+        A client past its authorization requests is answered 429 (:meth:`authorize`), and a
+        database that cannot answer for a moment 503 with ``Retry-After`` (:data:`_INSTEAD`).
         """
-        reset = _THROTTLED.set(None)
+        instead = _Instead()
+        reset = _INSTEAD.set(instead)
         try:
             response = await self._authorize.handle(request)
-            throttled = _THROTTLED.get()
         finally:
-            _THROTTLED.reset(reset)
-        if throttled is not None:
-            return _too_many(throttled)
+            _INSTEAD.reset(reset)
+        if instead.response is not None:
+            return instead.response
         location = response.headers.get("location")
         if location is None or location.startswith(self.issuer + CONSENT_PATH + "?"):
             return response
@@ -788,7 +835,12 @@ def _too_many(exc: throttle.TooManyAttempts) -> Response:
 
 
 def _limited(handle: Callable[[Request], Any]) -> ASGIApp:
-    return RequestBodyLimitMiddleware(request_response(handle), DEFAULT_MAX_REQUEST_BODY_SIZE)
+    """``handle`` with the SDK's body limit, and a database that cannot answer for a moment
+    answered 503 with ``Retry-After`` as on every page (the SDK's handlers let such an
+    error go up, but the authorize one, which :data:`_INSTEAD` covers)."""
+    return UnavailableMiddleware(
+        RequestBodyLimitMiddleware(request_response(handle), DEFAULT_MAX_REQUEST_BODY_SIZE)
+    )
 
 
 def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
@@ -821,6 +873,27 @@ def _check_registration(info: OAuthClientInformationFull) -> None:
         raise RegistrationError(
             "invalid_client_metadata", f"client_name is longer than {_CLIENT_NAME_MAX} characters"
         )
+    if info.client_name is not None and (problem := _name_problem(info.client_name)):
+        raise RegistrationError("invalid_client_metadata", f"client_name {problem}")
+
+
+def _name_problem(name: str) -> str | None:
+    """Why a client's name could read as another, or None.
+
+    The consent page shows the name the client chose. One holding a character no tool
+    arg may hold (a control character, a bidirectional override: ``validate``'s rule), one
+    that shows as nothing or moves the text around it, or one drawn as an ASCII character
+    (``visible``: a Cyrillic a in ``Claude``) reads as a name it is not: refused, naming the
+    character. The page marks such characters too, in a name stored before this rule."""
+    bad = unsafe_character(name)
+    if bad is not None:
+        return f"holds {visible.label(bad)}, which no text here may hold"
+    marked = next((p for p in visible.parts(name) if p.label is not None), None)
+    if marked is None:
+        return None
+    if marked.lookalike:
+        return f"holds {marked.label}, which is drawn as an ASCII character it is not"
+    return f"holds {marked.label}, which shows as nothing or moves the text around it"
 
 
 def _redirect_problem(uri: AnyUrl) -> str | None:

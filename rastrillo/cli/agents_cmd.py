@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rastrillo.cli.audit_cmd import may_exist
 from rastrillo.errors import RastrilloError
-from rastrillo.visible import for_terminal
+from rastrillo.visible import for_terminal, quoted
 
 if TYPE_CHECKING:
     from rastrillo.storage import Database
@@ -49,7 +49,7 @@ def _list(args: argparse.Namespace) -> int:
             g.id,
             f"user {for_terminal(g.user_id)}",
             f"agent:{g.agent}",
-            f"client {_quoted(g.client)}",
+            f"client {quoted(g.client)}",
             f"created {_when(g.created_at)}",
             f"last used {_when(g.last_used_at)}",
         ]
@@ -65,8 +65,7 @@ def _revoke(args: argparse.Namespace) -> int:
     with _grants_db(args.app) as db:
         grant = None if db is None else grants.get_grant(db, args.grant)
         if db is None or grant is None:
-            shown = for_terminal(args.grant)
-            raise RastrilloError(f"no grant '{shown}': see rastrillo agents list")
+            raise RastrilloError(f"no grant '{args.grant}': see rastrillo agents list")
         if not grants.revoke(db, grant.id):
             raise RastrilloError(f"grant {grant.id} was already revoked")
     print(f"revoked {grant.id}: agent:{grant.agent} for user {for_terminal(grant.user_id)}")
@@ -91,13 +90,6 @@ def _grants_db(app_dir: Path) -> Iterator[Database | None]:
         yield db if inspect(db.engine).has_table(grants.grants_table.name) else None
     finally:
         db.dispose()
-
-
-def _quoted(text: str) -> str:
-    """``text`` in double quotes, escaped for the terminal, its own quotes and backslashes
-    escaped too: a client names itself, and a quote in its name must not end the field and
-    let the rest forge the fields that follow (``revoked …``)."""
-    return '"' + for_terminal(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def _when(at: datetime | None) -> str:

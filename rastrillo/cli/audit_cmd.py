@@ -36,7 +36,6 @@ def _audit(args: argparse.Namespace) -> int:
     from rastrillo.serve import select_database
     from rastrillo.storage import Database
     from rastrillo.tools.audit import latest
-    from rastrillo.visible import for_terminal
 
     url = select_database(load_options(args.app), args.db).database_url()
     rows = []
@@ -49,7 +48,7 @@ def _audit(args: argparse.Namespace) -> int:
     if not rows:
         print("no tool calls yet")
     for row in rows:
-        print(for_terminal(str(row)))
+        print(row)
     return 0
 
 

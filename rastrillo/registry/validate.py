@@ -33,6 +33,7 @@ __all__ = [
     "path_problem",
     "phrases",
     "read_args",
+    "unsafe_character",
     "wire",
     "wire_json",
 ]
@@ -152,12 +153,12 @@ def accept(arg: Arg, value: object) -> ArgValue:
         )
     ):
         raise Invalid(f"must be {expects(arg)}, not {_shown(value)}")
-    if isinstance(value, str) and (bad := _unsafe_character(value)) is not None:
+    if isinstance(value, str) and (bad := unsafe_character(value)) is not None:
         raise Invalid(f"holds the character U+{ord(bad):04X}; remove it")
     return value  # type: ignore[return-value]
 
 
-def _unsafe_character(text: str) -> str | None:
+def unsafe_character(text: str) -> str | None:
     """The first character of ``text`` that :data:`UNSAFE_TEXT` refuses, or None."""
     if len(text) >= _LONG and text.isascii():
         left = text.encode("ascii").translate(None, _ASCII_SAFE)

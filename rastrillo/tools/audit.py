@@ -39,6 +39,7 @@ from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, sel
 from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError, written
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
+from rastrillo.visible import for_terminal, quoted
 
 __all__ = [
     "ARGS_KEPT",
@@ -114,13 +115,25 @@ class AuditRecord:
         return f"refused: {self.refusal}" if self.refusal is not None else str(self.status)
 
     def __str__(self) -> str:
+        """The row on one line for a terminal (``rastrillo audit``), every character of what
+        the model and the app chose escaped once (:func:`visible.for_terminal`), a text arg
+        in quotes (:func:`visible.quoted`)."""
         who = describe(self.actor, self.user_id, self.approved_by, self.approved_at)
-        args = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in self.args.items())
+        args = " ".join(f"{for_terminal(k)}={_shown(v)}" for k, v in self.args.items())
         at = self.at.astimezone(UTC)
         return (
-            f"{at:%Y-%m-%d %H:%M:%S}  {self.tool}({args})  {who}  → {self.outcome}"
-            f"  [{self.duration_ms:.1f} ms, call {self.call_id}]"
+            f"{at:%Y-%m-%d %H:%M:%S}  {for_terminal(self.tool)}({args})  {for_terminal(who)}"
+            f"  → {for_terminal(self.outcome)}"
+            f"  [{self.duration_ms:.1f} ms, call {for_terminal(self.call_id)}]"
         )
+
+
+def _shown(value: object) -> str:
+    """An arg's value as ``rastrillo audit`` prints it: a text quoted, anything else (a
+    number, a list a refused call was sent) as its JSON."""
+    if isinstance(value, str):
+        return quoted(value)
+    return for_terminal(json.dumps(value, ensure_ascii=False))
 
 
 class Called(Protocol):

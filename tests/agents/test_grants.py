@@ -213,8 +213,18 @@ def test_a_personal_token_is_a_grant_of_its_own(db, clock):
     assert grants.authenticate(db, token) is None
 
 
-def test_a_personal_token_that_cannot_be_stored_leaves_no_grant(db, monkeypatch):
-    """The grant and its token are one transaction: no agent listed that no token reaches,
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda db: grants.personal_token(db, user_id="3", agent="openai"),
+        lambda db: grants.grant_with_tokens(
+            db, user_id="3", agent="openai", client="c", client_id="c"
+        ),
+    ],
+    ids=["personal token", "OAuth code traded"],
+)
+def test_a_token_that_cannot_be_stored_leaves_no_grant(db, monkeypatch, make):
+    """The grant and its tokens are one transaction: no agent listed that no token reaches,
     and none whose token a revocation between the two would make worthless once shown."""
 
     def fails(*args: object) -> str:
@@ -222,7 +232,7 @@ def test_a_personal_token_that_cannot_be_stored_leaves_no_grant(db, monkeypatch)
 
     monkeypatch.setattr(grants, "_insert_token", fails)
     with pytest.raises(RuntimeError):
-        grants.personal_token(db, user_id="3", agent="openai")
+        make(db)
     assert grants.list_grants(db, "3") == []
 
 

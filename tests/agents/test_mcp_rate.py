@@ -197,10 +197,10 @@ def test_without_a_limit_every_call_runs(unlimited):
 
 @pytest.fixture
 def oauth_served(tmp_path: Path) -> Iterator[tuple[OAuthServer, ManualClock]]:
-    from tests.tools._tools_app import build
+    from tests.tools._tools_app import app_options
 
     clock = ManualClock()
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, clock=clock)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, clock=clock)
     with live_server(options) as app:
         yield OAuthServer(app), clock
 

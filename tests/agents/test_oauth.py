@@ -7,10 +7,14 @@ no grant, or a revoked one.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
+import json
+import logging
 import re
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +27,7 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from sqlalchemy import MetaData, select, update
+from sqlalchemy import MetaData, event, select, update
 
 from rastrillo.agents import grants, oauth
 from rastrillo.agents.mcp import APPROVAL_META
@@ -37,8 +41,8 @@ from rastrillo.routing import (
 )
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import ManualClock, live_server
-from tests.support import TLS
-from tests.tools._tools_app import build
+from tests.support import TLS, Relay
+from tests.tools._tools_app import app_options
 
 LOOPBACK_REDIRECT = "http://127.0.0.1:9999/callback"
 WEB_REDIRECT = "https://app.example/oauth/cb"
@@ -69,6 +73,18 @@ class Server:
         response = self.http.post(OAUTH_REGISTER_PATH, json=body)
         assert response.status_code == 201, response.text
         return response.json()["client_id"]
+
+    def stored_before_names_were_checked(self, *uris: str, name: str) -> str:
+        """A client under a name registration now refuses, as one registered before it
+        did is stored: the consent page still marks each character of it."""
+        client_id = self.register(*uris)
+        table = oauth.clients_table
+        with self.app.db.write() as conn:
+            where = table.c.client_id == client_id
+            info = json.loads(conn.execute(select(table.c.info).where(where)).scalar_one())
+            info["client_name"] = name
+            conn.execute(update(table).where(where).values(info=json.dumps(info)))
+        return client_id
 
     def authorize(self, client_id: str, **params: str | None) -> httpx.Response:
         query = {
@@ -155,14 +171,14 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True)) as app:
+    with live_server(dataclasses.replace(app_options(tmp_path), mcp=True)) as app:
         yield Server(app)
 
 
 @pytest.fixture
 def stored(tmp_path: Path, db_url: str) -> Iterator[Server]:
     """For what the database must hold: the test runs on SQLite, then on PostgreSQL."""
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, db=db_url)
     with live_server(options) as app:
         yield Server(app)
 
@@ -493,7 +509,7 @@ def test_registration_takes_only_safe_redirect_uris(server: Server):
 def clocked(tmp_path: Path, db_url: str) -> Iterator[tuple[Server, ManualClock]]:
     """On a clock that moves when told to; on SQLite, then on PostgreSQL."""
     clock = ManualClock()
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, clock=clock, db=db_url)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, clock=clock, db=db_url)
     with live_server(options) as app:
         yield Server(app), clock
 
@@ -640,6 +656,79 @@ def test_a_refused_authorize_request_is_counted_against_no_one(server: Server):
     server.consent_url(client_id, challenge)
 
 
+@contextlib.contextmanager
+def write_locked(server: Server) -> Iterator[None]:
+    """Another process holds the app's SQLite write lock past a short busy timeout: reads
+    go on, every write waits and gives up."""
+    db = server.app.db
+    event.listen(db.engine, "connect", lambda conn, _r: conn.execute("PRAGMA busy_timeout=50"))
+    db.engine.dispose()  # new connections, with the short timeout
+    holder = sqlite3.connect(db.engine.url.database or "", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def outage_is_503(server: Server, outage: contextlib.AbstractContextManager[object], caplog):
+    """During ``outage`` every OAuth endpoint answers 503 with Retry-After, logged as one
+    warning with no traceback; after it the same requests go through, none spent by it."""
+    client_id, tokens = server.tokens()
+    verifier, challenge = pkce()
+    done = server.answer(server.consent_url(client_id, challenge), agent="second")
+    code = query_of(done.headers["location"])["code"]
+    with outage:
+        for response in (
+            server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT]}),
+            server.authorize(client_id, code_challenge=challenge),
+            server.exchange(client_id, code, verifier),
+            server.refresh(client_id, tokens["refresh_token"]),
+            server.http.post(
+                OAUTH_REVOKE_PATH, data={"token": tokens["access_token"], "client_id": client_id}
+            ),
+        ):
+            assert response.status_code == 503, (response.request.url, response.text)
+            assert int(response.headers["retry-after"]) > 0
+            assert "location" not in response.headers
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert any(r.getMessage().startswith("database unavailable") for r in caplog.records)
+    server.consent_url(client_id, challenge)
+    assert server.exchange(client_id, code, verifier).status_code == 200
+    assert server.refresh(client_id, tokens["refresh_token"]).status_code == 200
+
+
+def test_every_oauth_endpoint_answers_a_locked_database_503_with_retry_after(
+    server: Server, caplog: pytest.LogCaptureFixture
+):
+    """A database that cannot write for a moment is answered 503 with Retry-After, as every
+    page of the app is: not the MCP SDK's catch-all (authorize said 400 ``server_error``,
+    "an unexpected error", to a client that should simply try again), nor a 500 with a
+    traceback (registration, token, revocation)."""
+    outage_is_503(server, write_locked(server), caplog)
+
+
+@pytest.mark.postgres
+def test_every_oauth_endpoint_answers_postgresql_gone_503_with_retry_after(
+    tmp_path: Path, relayed_url: tuple[str, Relay], caplog: pytest.LogCaptureFixture
+):
+    """PostgreSQL out of reach: no read answers either (the client's own row)."""
+    url, relay = relayed_url
+    with live_server(dataclasses.replace(app_options(tmp_path), mcp=True, db=url)) as app:
+        server = Server(app)
+
+        @contextlib.contextmanager
+        def cut() -> Iterator[None]:
+            relay.cut()
+            try:
+                yield
+            finally:
+                relay.mend()
+
+        outage_is_503(server, cut(), caplog)
+
+
 def test_a_registration_too_big_to_keep_is_refused(server: Server):
     many = [f"http://127.0.0.1:{9000 + n}/cb{n}" for n in range(11)]
     refused = server.http.post(OAUTH_REGISTER_PATH, json={"redirect_uris": many})
@@ -673,6 +762,49 @@ def test_a_long_client_name_is_refused(server: Server):
         OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": "x" * 101}
     )
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Claude Code\u202e",  # a bidi override (the rule no tool arg may break either)
+        "\u202eedoC edualC",
+        "Claude\x1b[2J Code",  # a control character
+        "Claude\u200b Code",  # invisible: a zero-width space
+        "Claude\u2800Code",  # drawn blank: the braille pattern blank
+        "Claude Code\u3164",  # a Hangul filler, shown as nothing
+        "Claude\nCode",
+        " Claude Code",  # a space where nothing shows where it ends
+        "Cl\u0430ude Code",  # a Cyrillic a, drawn as the ASCII one
+        "Claude C\uff4fde",  # a fullwidth o
+        "Claude Code" + "\u0316" * 3,  # combining marks stacked over the lines around it
+    ],
+)
+def test_a_client_name_made_to_pass_for_another_is_refused_at_registration(
+    server: Server, name: str
+):
+    """A client names itself, and the consent page shows the name: one holding a character
+    no tool arg may hold, one that shows as nothing, or one drawn as an ASCII one, is made
+    to read as another name (or to hide what follows it). It is refused at registration,
+    naming the character, as a tool call's value is."""
+    refused = server.http.post(
+        OAUTH_REGISTER_PATH, json={"redirect_uris": [LOOPBACK_REDIRECT], "client_name": name}
+    )
+    assert refused.status_code == 400, refused.text
+    body = refused.json()
+    assert body["error"] == "invalid_client_metadata"
+    assert re.fullmatch(r"client_name holds U\+[0-9A-F]{4,6}, .+", body["error_description"])
+    assert clients(server) == set()
+
+
+@pytest.mark.parametrize(
+    "name", ["Claude Code", "Caf\u00e9 Desk", "\u041a\u043b\u043e\u0434", "\u6771\u4eac Agent"]
+)
+def test_a_client_name_as_people_write_it_is_taken(server: Server, name: str):
+    """A name in one script, accented letters, a plain space between words: as written."""
+    client_id = server.register(name=name)
+    html = server.browser().get(server.consent_url(client_id, pkce()[1])).text
+    assert f'<span class="client">{name}</span>' in html
 
 
 def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
@@ -765,7 +897,7 @@ def test_a_consent_post_from_another_origin_or_a_frame_is_refused(server: Server
 
 def test_a_client_name_with_markup_and_control_characters_is_shown_escaped(server: Server):
     name = 'Evil <script>alert(1)</script><img src=x onerror=alert(2)> "\x1b[31m\u202eoC edualC\n'
-    client_id = server.register(name=name)
+    client_id = server.stored_before_names_were_checked(name=name)
     consent = server.consent_url(client_id, pkce()[1])
     page = server.browser().get(consent)
     assert page.status_code == 200
@@ -789,7 +921,7 @@ def test_a_client_name_that_passes_for_another_is_marked_where_the_person_reads_
     """``Claude`` spelled with a Cyrillic a (U+0430) is drawn as ``Claude``: each look-alike
     is shown with its code point, in the heading and the sentence, and escaped in the
     <title>."""
-    client_id = server.register(name="Cl\u0430ude C\u043ede")
+    client_id = server.stored_before_names_were_checked(name="Cl\u0430ude C\u043ede")
     html = server.browser().get(server.consent_url(client_id, pkce()[1])).text
     for char in "\u0430\u043e":
         mark = f'<span class="lookalike" title="not an ASCII character: U+{ord(char):04X}">'
@@ -806,7 +938,9 @@ def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser
     host the answer goes to, the one sign of a phishing client. Past two on one letter,
     each is shown as a labelled mark, as an invisible character is."""
     below = "".join(chr(0x0316 + i % 20) for i in range(40))  # marks drawn below the line
-    client_id = server.register("https://phish.example/cb", name="Claude Code" + below)
+    client_id = server.stored_before_names_were_checked(
+        "https://phish.example/cb", name="Claude Code" + below
+    )
     consent = server.consent_url(client_id, pkce()[1], redirect_uri="https://phish.example/cb")
     html = server.browser().get(consent).text
     name = re.search(r'<h1>Connect <span class="client">(.*)</span> to your account\?</h1>', html)
@@ -822,7 +956,8 @@ def test_a_client_name_piled_with_combining_marks_cannot_cover_where_the_browser
     ("redirect", "shown"),
     [
         (WEB_REDIRECT, "app.example"),
-        ("http://[::1]:8123/cb", "::1"),
+        ("http://[::1]:8123/cb", "[::1]:8123"),
+        ("https://app.example:8443/cb", "app.example:8443"),
         ("com.evil.app:/cb", "com.evil.app:"),
         # An app's own scheme may carry what looks like a web host: the browser goes to the
         # app that claims the scheme, whatever follows it, so the page names the scheme.
@@ -841,7 +976,8 @@ def test_the_consent_page_names_where_the_browser_really_goes(server: Server, re
     done = server.answer(consent)
     assert done.status_code == 303
     host = urlsplit(redirect).hostname if redirect.startswith("https:") else None
-    sent = redirect.replace(host, shown) if host else redirect  # a host as sent: in ASCII
+    # A host as sent: in ASCII.
+    sent = redirect.replace(host, shown.partition(":")[0]) if host else redirect
     assert done.headers["location"].startswith(sent + "?code=")
 
 

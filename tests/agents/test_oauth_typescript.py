@@ -26,7 +26,7 @@ from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import live_server
 from tests.support import TLS
-from tests.tools._tools_app import build
+from tests.tools._tools_app import app_options
 
 TS = Path(__file__).parent / "ts"
 REDIRECT = "http://127.0.0.1:33418/callback"
@@ -34,7 +34,7 @@ REDIRECT = "http://127.0.0.1:33418/callback"
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    with live_server(dataclasses.replace(build(tmp_path).options, mcp=True)) as served:
+    with live_server(dataclasses.replace(app_options(tmp_path), mcp=True)) as served:
         yield served
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from rastrillo.app import App
 from rastrillo.loader import load_options
@@ -23,15 +23,40 @@ from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.support import LIGHT
 
+_driver: list[Playwright] = []
+
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One Chromium per test module, stopped with it: Playwright's sync API holds an event
-    loop in this thread while it runs, which later tests' own event loops must not meet."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def playwright() -> Playwright:
+    """Playwright's driver (a node process, about 0.85 s of CPU to start), one for the
+    browser modules a worker runs one after another (tests/conftest.py hands them to one
+    worker together); stopped after the last of them, below."""
+    if not _driver:
+        _driver.append(sync_playwright().start())
+    return _driver[0]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The driver stops once the worker moves on to a module that does not use it, after
+    the module's own fixtures (its Chromium) are torn down: Playwright's sync API holds an
+    event loop in this thread while it runs, which other tests' event loops must not meet."""
+    try:
+        return (yield)
+    finally:
+        if _driver and (
+            nextitem is None
+            or (nextitem.path != item.path and "playwright" not in nextitem.fixturenames)
+        ):
+            _driver.pop().stop()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    """One Chromium per test module, closed with it."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
 
 
 @pytest.fixture

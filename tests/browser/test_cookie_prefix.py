@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Playwright
 
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
@@ -32,13 +32,12 @@ EVIL_HOST = "evil.site.test"
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def browser(playwright: Playwright) -> Iterator[Browser]:
     """Chromium that resolves every name under ``site.test`` to loopback."""
-    with sync_playwright() as playwright:
-        rules = "--host-resolver-rules=MAP *.site.test 127.0.0.1"
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
-        yield browser
-        browser.close()
+    rules = "--host-resolver-rules=MAP *.site.test 127.0.0.1"
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
+    yield browser
+    browser.close()
 
 
 @pytest.fixture

@@ -119,12 +119,14 @@ def test_a_click_before_the_page_had_the_focus_a_moment_decides_nothing(
     expect(page.locator(".state")).to_contain_text("You approved this")
 
 
-def start_authorization(app: App, redirect: str = "http://127.0.0.1:9/cb") -> str:
-    """A client registered, its person sent to authorize: the consent page's address; the
-    client's answer goes to ``redirect``."""
+def start_authorization(
+    app: App, redirect: str = "http://127.0.0.1:9/cb", name: str = "Quick"
+) -> str:
+    """A client named ``name`` registered, its person sent to authorize: the consent page's
+    address; the client's answer goes to ``redirect``."""
     with httpx.Client(verify=TLS, base_url=app.origin) as client:
         registered = client.post(
-            OAUTH_REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": "Quick"}
+            OAUTH_REGISTER_PATH, json={"redirect_uris": [redirect], "client_name": name}
         )
         asked = client.get(
             OAUTH_AUTHORIZE_PATH,

@@ -16,7 +16,8 @@ import json
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,20 +29,19 @@ from mcp import ClientSession
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from rastrillo.agents import grants, oauth
 from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.routing import (
     CONSENT_PATH,
-    OAUTH_AUTHORIZE_PATH,
-    OAUTH_REGISTER_PATH,
     OAUTH_REVOKE_PATH,
 )
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.browser.hostile import hostile_site, loopback_site
+from tests.browser.test_framing import start_authorization
 from tests.support import TLS
 
 pytestmark = pytest.mark.browser
@@ -81,6 +81,21 @@ def app(tmp_path: Path) -> Iterator[App]:
     options = dataclasses.replace(load_options(TICKETS), db=str(tmp_path / "tickets.db"), mcp=True)
     with live_server(options) as served:
         yield served
+
+
+@asynccontextmanager
+async def chromium(app: App) -> AsyncIterator[BrowserContext]:
+    """Headless Chromium at the app, scripts off: a person's browser, closed after."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = await browser.new_context(
+                base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
+            )
+            context.set_default_timeout(10_000)
+            yield context
+        finally:
+            await browser.close()
 
 
 async def sign_in_on_the_way(page: Page) -> None:
@@ -229,63 +244,79 @@ def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_r
 
 def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app: App):
     async def scenario() -> None:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                context = await browser.new_context(
-                    base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
-                )
-                context.set_default_timeout(10_000)
-                page = await context.new_page()
-                async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as client:
-                    registered = await client.post(
-                        OAUTH_REGISTER_PATH,
-                        json={"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "Framed"},
-                    )
-                    client_id = registered.json()["client_id"]
-                    asked = await client.get(
-                        OAUTH_AUTHORIZE_PATH,
-                        params={
-                            "response_type": "code",
-                            "client_id": client_id,
-                            "redirect_uri": "http://127.0.0.1:9/cb",
-                            "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuKZWMnvkPc",
-                            "code_challenge_method": "S256",
-                        },
-                    )
-                consent = asked.headers["location"]
-                request_id = parse_qs(urlsplit(consent).query)["request"][0]
-                await page.goto(consent)
-                await sign_in_on_the_way(page)
+        async with chromium(app) as context:
+            page = await context.new_page()
+            consent = start_authorization(app, name="Framed")
+            request_id = parse_qs(urlsplit(consent).query)["request"][0]
+            await page.goto(consent)
+            await sign_in_on_the_way(page)
+            await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+
+            frame_and_form = f"""<!doctype html><title>Win a prize</title>
+                <iframe name="victim" src="{consent}" width="800" height="600"></iframe>
+                <form method="post" action="{app.origin}{CONSENT_PATH}">
+                  <input type="hidden" name="request" value="{request_id}">
+                  <input type="hidden" name="agent" value="prize">
+                  <button name="decision" value="allow">Claim your prize</button>
+                </form>"""
+
+            framed = await context.new_page()
+            with hostile_site(frame_and_form) as hostile:
+                loaded = await framed.goto(hostile)
+                assert loaded is not None and loaded.ok
+                victim = framed.frame(name="victim")
+                assert victim is not None
+                # The frame did load something: the consent page's own answer, which
+                # the browser refused to show inside another page.
+                assert victim.url.startswith("chrome-error://"), victim.url
+                await expect(victim.get_by_role("button", name="Allow")).to_have_count(0)
+                await framed.screenshot(path=ARTIFACTS / "consent-framed.png")
+
+                async with framed.expect_response(app.origin + CONSENT_PATH) as posted:
+                    await framed.get_by_role("button", name="Claim your prize").click()
+                assert (await posted.value).status == 403
+            assert oauth.pending(app.db, request_id) is not None
+            assert grants.list_grants(app.db, include_revoked=True) == []
+
+    anyio.run(scenario)
+
+
+def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_answer_goes(
+    app: App,
+):
+    """Anyone can register a client named "Claude Code": the name is the client's own
+    choice, and a look-alike needs no trick character to take the real one's. What the
+    person reads in Chromium is that the name is only the app's claim, and what identifies
+    it for real: the host and port their answer goes to (a look-alike's listener on another
+    port of this computer, or a site of its own)."""
+    redirects = ["http://127.0.0.1:51234/callback", "https://claude.example:8443/cb"]
+
+    async def scenario() -> None:
+        async with chromium(app) as context:
+            page = await context.new_page()
+            read: list[str] = []
+            for redirect in redirects:
+                await page.goto(start_authorization(app, redirect, name="Claude Code"))
+                if "/signin" in page.url:
+                    await sign_in_on_the_way(page)
                 await expect(page.get_by_role("button", name="Allow")).to_be_visible()
-
-                frame_and_form = f"""<!doctype html><title>Win a prize</title>
-                    <iframe name="victim" src="{consent}" width="800" height="600"></iframe>
-                    <form method="post" action="{app.origin}{CONSENT_PATH}">
-                      <input type="hidden" name="request" value="{request_id}">
-                      <input type="hidden" name="agent" value="prize">
-                      <button name="decision" value="allow">Claim your prize</button>
-                    </form>"""
-
-                framed = await context.new_page()
-                with hostile_site(frame_and_form) as hostile:
-                    loaded = await framed.goto(hostile)
-                    assert loaded is not None and loaded.ok
-                    victim = framed.frame(name="victim")
-                    assert victim is not None
-                    # The frame did load something: the consent page's own answer, which
-                    # the browser refused to show inside another page.
-                    assert victim.url.startswith("chrome-error://"), victim.url
-                    await expect(victim.get_by_role("button", name="Allow")).to_have_count(0)
-                    await framed.screenshot(path=ARTIFACTS / "consent-framed.png")
-
-                    async with framed.expect_response(app.origin + CONSENT_PATH) as posted:
-                        await framed.get_by_role("button", name="Claim your prize").click()
-                    assert (await posted.value).status == 403
-                assert oauth.pending(app.db, request_id) is not None
-                assert grants.list_grants(app.db, include_revoked=True) == []
-            finally:
-                await browser.close()
+                read.append(" ".join((await page.locator("main").inner_text()).split()))
+            await page.locator("body").screenshot(path=ARTIFACTS / "consent-claim.png")
+            loopback, web = read
+            for text in read:
+                assert "An app that calls itself Claude Code asks to use this site" in text
+                assert (
+                    "That name is its own claim: anyone can register an app under any "
+                    "name, and this site has not checked it." in text
+                ), text
+            assert (
+                "your browser goes to 127.0.0.1:51234 (a program on that computer, "
+                "listening on port 51234): that, not the name, is the app you allow."
+            ) in loopback, loopback
+            assert (
+                "your browser goes to claude.example:8443: that, not the name, is the "
+                "app you allow."
+            ) in web, web
 
     anyio.run(scenario)
 

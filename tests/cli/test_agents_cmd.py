@@ -97,6 +97,22 @@ def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Datab
     assert "user 1\\n\\x1b]0;owned\\x07  agent:desk" in out
 
 
+def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
+    app_dir: Path, db: Database, capsys
+):
+    """A user id is the app's to choose, often from what a person typed: one holding the
+    four characters ``\\x1b`` is printed apart from one holding an ESC, so an operator
+    can tell which of the two it is."""
+    grants.create_grant(db, user_id="1\x1b[2J", agent="real", client="Claude")
+    grants.create_grant(db, user_id="1\\x1b[2J", agent="forged", client="Claude")
+    assert main(["agents", "list", "--app", str(app_dir)]) == 0
+    shown = {
+        re.search(r"agent:(\w+)", line)[1]: re.search(r"  user (\S+)  ", line)[1]
+        for line in capsys.readouterr().out.splitlines()
+    }
+    assert shown == {"real": "1\\x1b[2J", "forged": "1\\\\x1b[2J"}
+
+
 def test_a_client_name_cannot_end_its_field_and_forge_the_next(app_dir: Path, db: Database, capsys):
     """A client names itself at registration, anyone's choice: one whose name holds a
     quote and the fields that follow (``revoked …``) would show a live grant as revoked.

@@ -106,8 +106,12 @@ def test_dev_regenerates_restarts_and_keeps_last_good_build(tmp_path, monkeypatc
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for(base + "/", lambda r: r.status_code == 200)
+        # The first request to /mcp builds it, importing the MCP SDK: seconds on a loaded machine.
         mcp = httpx.post(
-            base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, verify=TLS
+            base + "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            verify=TLS,
+            timeout=60,
         )
         assert mcp.status_code == 401  # a new app serves MCP, for agents with a token
         assert "resource_metadata=" in mcp.headers["www-authenticate"]

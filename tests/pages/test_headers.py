@@ -16,7 +16,7 @@ from rastrillo.pages.console import CONSOLE_PATH
 from rastrillo.pages.headers import FRAMEWORK_PREFIX, HEADERS
 from rastrillo.testing import TestApp, live_server
 from tests.support import TLS, write_app
-from tests.tools._tools_app import build as tools_app
+from tests.tools._tools_app import app_options
 
 ROOT = Path(__file__).resolve().parents[2]
 TICKETS = ROOT / "examples" / "tickets"
@@ -117,7 +117,7 @@ def test_every_response_under_the_framework_prefix_has_them_oauth_endpoints_too(
 ) -> None:
     """The OAuth endpoints sit under /_rastrillo/ but are answered before the middleware:
     they too are framework pages, and the promise is every response under the prefix."""
-    options = dataclasses.replace(tools_app(tmp_path).options, mcp=True)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True)
     with live_server(options) as app, httpx.Client(verify=TLS, base_url=app.origin) as client:
         answers = [
             client.get("/_rastrillo/oauth/authorize?client_id=x&response_type=code"),

@@ -165,7 +165,7 @@ def test_a_grants_session_still_acts_in_a_tool_call(served: App) -> None:
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2025-11-25",
     }
-    answer = httpx.post(f"{served.origin}/mcp", json=body, headers=headers, verify=TLS)
+    answer = httpx.post(f"{served.origin}/mcp", json=body, headers=headers, verify=TLS, timeout=60)
     assert answer.json()["result"]["content"][0]["text"] == "agent_only=True"
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -39,7 +40,7 @@ from tests.agents.mcp_app import ACTIONS
 from tests.agents.test_oauth import Server as OAuthServer
 from tests.agents.test_oauth import pkce, query_of
 from tests.support import TLS, write_app
-from tests.tools._tools_app import build
+from tests.tools._tools_app import app_options
 
 PAGES = {
     **ACTIONS,
@@ -265,7 +266,7 @@ def test_a_script_that_opened_the_database_before_loading_the_agents_revokes_all
 
 @pytest.fixture
 def oauth_server(tmp_path: Path, db_url: str) -> Iterator[OAuthServer]:
-    options = dataclasses.replace(build(tmp_path).options, mcp=True, db=db_url)
+    options = dataclasses.replace(app_options(tmp_path), mcp=True, db=db_url)
     with live_server(options) as app:
         yield OAuthServer(app)
 
@@ -313,33 +314,33 @@ def test_an_approval_given_before_the_users_access_ended_runs_nothing_after(
     assert served.db.query_one("SELECT COUNT(*) AS n FROM notes").n == 0
 
 
-@pytest.mark.parametrize("when", ["before its tokens", "after its tokens"])
+@pytest.mark.parametrize("when", ["before its grant", "after its grant"])
 def test_a_code_being_traded_as_the_users_access_ends_makes_no_grant(
     oauth_server: OAuthServer, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
-    """The trade has made the grant and the user's access ends before the trade issued
-    its tokens, or before it linked the grant to its code: the client is told
+    """The trade has used the code, and the user's access ends before the trade made its
+    grant and tokens, or before it linked the grant to its code: the client is told
     ``invalid_grant`` (never a 500), and no grant is left live."""
     s = oauth_server
     client_id = s.register(name="Thief's client")
     verifier, challenge = pkce()
     code = s.code(client_id, challenge)
-    issue = grants.issue_tokens
+    made = grants.grant_with_tokens
     issued: list[grants.Tokens] = []
 
-    def ending(db: Database, grant_id: str) -> grants.Tokens:
-        if when == "before its tokens":
+    def ending(db: Database, **kw: Any) -> grants.Tokens:
+        if when == "before its grant":
             revoke_user(db, "7")
-        issued.append(issue(db, grant_id))
-        if when == "after its tokens":
+        issued.append(made(db, **kw))
+        if when == "after its grant":
             revoke_user(db, "7")
         return issued[-1]
 
-    monkeypatch.setattr(grants, "issue_tokens", ending)
+    monkeypatch.setattr(grants, "grant_with_tokens", ending)
     refused = s.exchange(client_id, code, verifier)
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
     assert s.live_grants() == []
-    assert all(not s.live(t.access_token) for t in issued)
+    assert issued and all(not s.live(t.access_token) for t in issued)
 
 
 def test_a_token_being_made_as_the_users_access_ends_is_never_live(

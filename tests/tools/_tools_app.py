@@ -33,6 +33,19 @@ class Fixture:
 
 
 def build(tmp_path: Path, **options: Any) -> Fixture:
+    opts, defs, seen = _made(tmp_path, **options)
+    return Fixture(rastrillo.handler(opts), opts, defs, seen)
+
+
+def app_options(tmp_path: Path, **options: Any) -> rastrillo.Options:
+    """The app's options, for a test that serves them itself (``live_server`` starts the
+    app): no app started here on a database the test does not use."""
+    return _made(tmp_path, **options)[0]
+
+
+def _made(
+    tmp_path: Path, **options: Any
+) -> tuple[rastrillo.Options, list[ToolDef], list[dict[str, Any]]]:
     seen: list[dict[str, Any]] = []
 
     def record(name: str, ctx: rastrillo.Context) -> None:
@@ -146,5 +159,4 @@ def build(tmp_path: Path, **options: Any) -> Fixture:
     ]
     options.setdefault("origin", "http://testserver.local")
     options.setdefault("db", str(tmp_path / "app.db"))
-    opts = rastrillo.Options(app_dir=tmp_path, routes=routes, tools=defs, **options)
-    return Fixture(rastrillo.handler(opts), opts, defs, seen)
+    return rastrillo.Options(app_dir=tmp_path, routes=routes, tools=defs, **options), defs, seen

@@ -391,7 +391,8 @@ def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys
     assert out.count("\n") == len(hostile)
     assert not {"\x1b", "\x07", "\x9b", "\x85", "\u2028", "\u202e"} & set(out)
     assert "x\\n2026-01-01 00:00:00" in out
-    assert '(id="1\\u001b]0;pwned\\u0007\\u2028")' in out
+    assert '(id="1\\x1b]0;pwned\\x07\\u2028")' in out
+    assert '\\x1b[2J\\u202e(\\x9b="\\x85")' in out
 
 
 def test_tools_call_usage_errors(tickets, capsys):
@@ -715,7 +716,7 @@ def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch, ke
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            for n in range(100):
+            for n in range(30):  # 20 queued, 10 past the queue (each logged in full)
                 call = Call(
                     tool="search_get", args={"q": f"{n}" * 1_000_000, "page": "1"}, actor=AGENT
                 )
@@ -725,10 +726,12 @@ def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch, ke
             held = tracemalloc.get_traced_memory()[0] - before
         finally:
             tracemalloc.stop()
-        assert held < 20_000_000  # a row or two as sent, the rest as stored; 100 MB unbounded
+        # A row or two as sent, the rest as stored: the 20 queued rows kept as sent would
+        # hold 30 MB (1 MB each for n < 10, 2 MB after), all 30 kept 50 MB.
+        assert held < 20_000_000
     with pytest.raises(audit.AuditNotWritten) as report:
         audit.flush(f.app.db)
-    assert (report.value.pending, report.value.dropped) == (0, 80)
+    assert (report.value.pending, report.value.dropped) == (0, 10)
     assert len(audit.latest(f.app.db, limit=100)) == 21
     f.app.db.dispose()
 
