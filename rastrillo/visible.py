@@ -27,11 +27,12 @@ punctuation in a word with an ASCII letter or digit, or with no letter at all.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["Part", "for_terminal", "is_hidden", "lookalikes", "parts", "quoted"]
+__all__ = ["Part", "field", "for_terminal", "is_hidden", "lookalikes", "parts", "quoted"]
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties): code points a
 # renderer shows as nothing when it has no glyph for them, whatever their category.
@@ -233,6 +234,21 @@ def quoted(text: str) -> str:
     that must end where its quotes do, not let what follows a quote inside it forge the
     fields after it (``revoked …``, ``→ 200``)."""
     return '"' + for_terminal(text).replace('"', '\\"') + '"'
+
+
+_PLAIN_WORD = re.compile(r"[\w.:@/+-]+")
+"""What a field of a terminal line may be unquoted: one word of letters, digits and
+``_ . : @ / + -`` (a user id, an email, a tool's name), nothing that separates fields."""
+
+
+def field(text: str) -> str:
+    """``text`` as one field of a terminal line: as it is when it is one plain word that
+    :func:`for_terminal` leaves alone (``3``, ``alice@example.com``), else :func:`quoted`.
+    A field a stranger chose (a user name, a tool a model made up) then ends where it does,
+    whatever spaces and fields of its own it holds."""
+    if _PLAIN_WORD.fullmatch(text) and for_terminal(text) == text:
+        return text
+    return quoted(text)
 
 
 def _escape(char: str) -> str:

@@ -10,7 +10,7 @@ import unicodedata
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from rastrillo.visible import for_terminal, lookalikes, parts
+from rastrillo.visible import field, for_terminal, lookalikes, parts
 
 PRINTABLE = string.ascii_letters + string.digits + string.punctuation + " "
 
@@ -165,6 +165,22 @@ def test_a_terminal_line_names_exactly_one_text(text: str) -> None:
     characters ``\\x1b`` is not printed as an escaped ESC is, nor a backslash the
     operator reads as beginning an escape."""
     assert read_back(for_terminal(text)) == text
+
+
+@given(st.text(st.sampled_from(TRICKY + ' "()=[]@.:-_')) | st.text())
+@example("")
+@example("3")
+@example("alice@example.com")
+def test_a_field_is_one_word_or_quoted_and_names_one_text(text: str) -> None:
+    """A field a stranger chose is printed as it is only when it is one plain word; else in
+    quotes, so its spaces and quotes cannot end it. Either way it reads back as ``text``."""
+    shown = field(text)
+    if shown.startswith('"'):
+        inner = re.fullmatch(r'"((?:[^"\\]|\\.)*)"', shown)
+        assert inner is not None, shown
+        assert read_back(inner[1].replace('\\"', '"')) == text
+    else:
+        assert shown == text and re.fullmatch(r"[\w.:@/+-]+", text)
 
 
 def test_a_terminal_tells_an_escape_from_the_text_of_one() -> None:

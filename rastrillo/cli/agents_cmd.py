@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rastrillo.cli.audit_cmd import may_exist
 from rastrillo.errors import RastrilloError
-from rastrillo.visible import for_terminal, quoted
+from rastrillo.visible import field, quoted
 
 if TYPE_CHECKING:
     from rastrillo.storage import Database
@@ -47,7 +47,7 @@ def _list(args: argparse.Namespace) -> int:
     for g in rows:
         fields = [
             g.id,
-            f"user {for_terminal(g.user_id)}",
+            f"user {field(g.user_id)}",
             f"agent:{g.agent}",
             f"client {quoted(g.client)}",
             f"created {_when(g.created_at)}",
@@ -68,7 +68,7 @@ def _revoke(args: argparse.Namespace) -> int:
             raise RastrilloError(f"no grant '{args.grant}': see rastrillo agents list")
         if not grants.revoke(db, grant.id):
             raise RastrilloError(f"grant {grant.id} was already revoked")
-    print(f"revoked {grant.id}: agent:{grant.agent} for user {for_terminal(grant.user_id)}")
+    print(f"revoked {grant.id}: agent:{grant.agent} for user {field(grant.user_id)}")
     return 0
 
 

@@ -39,7 +39,7 @@ from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, sel
 from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError, written
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
-from rastrillo.visible import for_terminal, quoted
+from rastrillo.visible import field, for_terminal, quoted
 
 __all__ = [
     "ARGS_KEPT",
@@ -117,14 +117,21 @@ class AuditRecord:
     def __str__(self) -> str:
         """The row on one line for a terminal (``rastrillo audit``), every character of what
         the model and the app chose escaped once (:func:`visible.for_terminal`), a text arg
-        in quotes (:func:`visible.quoted`)."""
-        who = describe(self.actor, self.user_id, self.approved_by, self.approved_at)
-        args = " ".join(f"{for_terminal(k)}={_shown(v)}" for k, v in self.args.items())
+        in quotes (:func:`visible.quoted`), and a name or id in quotes unless it is one plain
+        word (:func:`visible.field`): a tool a model made up, an arg's name it sent to one,
+        a user id holding ``  → 200  […]``, cannot end their field and forge the next."""
+        who = describe(
+            field(self.actor),
+            None if self.user_id is None else field(self.user_id),
+            None if self.approved_by is None else field(self.approved_by),
+            self.approved_at,
+        )
+        args = " ".join(f"{field(k)}={_shown(v)}" for k, v in self.args.items())
         at = self.at.astimezone(UTC)
         return (
-            f"{at:%Y-%m-%d %H:%M:%S}  {for_terminal(self.tool)}({args})  {for_terminal(who)}"
+            f"{at:%Y-%m-%d %H:%M:%S}  {field(self.tool)}({args})  {who}"
             f"  → {for_terminal(self.outcome)}"
-            f"  [{self.duration_ms:.1f} ms, call {for_terminal(self.call_id)}]"
+            f"  [{self.duration_ms:.1f} ms, call {field(self.call_id)}]"
         )
 
 

@@ -94,7 +94,7 @@ def test_a_hostile_user_id_reaches_the_terminal_escaped(app_dir: Path, db: Datab
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert out.count("\n") == 1
-    assert "user 1\\n\\x1b]0;owned\\x07  agent:desk" in out
+    assert 'user "1\\n\\x1b]0;owned\\x07"  agent:desk' in out
 
 
 def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
@@ -107,24 +107,41 @@ def test_a_user_id_holding_the_text_of_an_escape_does_not_print_as_the_escape(
     grants.create_grant(db, user_id="1\\x1b[2J", agent="forged", client="Claude")
     assert main(["agents", "list", "--app", str(app_dir)]) == 0
     shown = {
-        re.search(r"agent:(\w+)", line)[1]: re.search(r"  user (\S+)  ", line)[1]
+        re.search(r"agent:(\w+)", line)[1]: re.search(r'  user "(\S+)"  ', line)[1]
         for line in capsys.readouterr().out.splitlines()
     }
     assert shown == {"real": "1\\x1b[2J", "forged": "1\\\\x1b[2J"}
 
 
-def test_a_client_name_cannot_end_its_field_and_forge_the_next(app_dir: Path, db: Database, capsys):
-    """A client names itself at registration, anyone's choice: one whose name holds a
-    quote and the fields that follow (``revoked …``) would show a live grant as revoked.
-    A quote and a backslash in it are escaped, so the name ends where its field does."""
-    name = 'Desk"  created 2026-01-01 00:00:00 UTC  last used never  revoked 2026-01-02\\'
-    grant = grants.create_grant(db, user_id="1", agent="desk", client=name, client_id="c-1")
+def unquoted(shown: str) -> str:
+    """A field as ``agents list`` prints it, read back: its quotes and escapes undone."""
+    return re.sub(r"\\(.)", r"\1", shown[1:-1]) if shown.startswith('"') else shown
+
+
+@pytest.mark.parametrize(
+    ("user", "client"),
+    [
+        ('1  agent:console  client "Claude Code"', "Desk"),
+        ("1", 'Desk"  created 2026-01-01 00:00:00 UTC  last used never  revoked 2026-01-02\\'),
+    ],
+    ids=["user", "client"],
+)
+def test_a_user_id_or_a_client_name_cannot_end_its_field_and_forge_the_next(
+    app_dir: Path, db: Database, capsys, user: str, client: str
+):
+    """A client names itself at registration, anyone's choice, and a user id is the app's,
+    often what a person typed (a user name): one holding a quote, two spaces and the fields
+    that follow would read as another grant's user, agent and client, or show a live grant
+    as revoked (``revoked …``). Each is quoted unless it is one plain word, its quotes and
+    backslashes escaped, so it ends where its field does."""
+    grant = grants.create_grant(db, user_id=user, agent="desk", client=client, client_id="c-1")
     assert main(["agents", "list", "--app", str(app_dir)]) == 0
     [line] = capsys.readouterr().out.splitlines()
+    quoted = r'"(?:[^"\\]|\\.)*"'
     fields = re.fullmatch(
-        rf'{grant.id}  user 1  agent:desk  client "((?:[^"\\]|\\.)*)"  created [^"]+  '
+        rf"{grant.id}  user ({quoted}|\d+)  agent:desk  client ({quoted})  created [^\"]+  "
         r"last used never",
         line,
     )
     assert fields is not None, line
-    assert re.sub(r"\\(.)", r"\1", fields[1]) == name
+    assert (unquoted(fields[1]), unquoted(fields[2])) == (user, client)

@@ -392,7 +392,56 @@ def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys
     assert not {"\x1b", "\x07", "\x9b", "\x85", "\u2028", "\u202e"} & set(out)
     assert "x\\n2026-01-01 00:00:00" in out
     assert '(id="1\\x1b]0;pwned\\x07\\u2028")' in out
-    assert '\\x1b[2J\\u202e(\\x9b="\\x85")' in out
+    assert '"\\x1b[2J\\u202e"("\\x9b"="\\x85")' in out
+
+
+QUOTED = r'"(?:[^"\\]|\\.)*"'
+ARG = rf"(?:[A-Za-z_][A-Za-z0-9_]*|{QUOTED})=(?:{QUOTED}|[^ ()]+)"
+
+
+def test_an_arg_name_cannot_end_its_field_and_forge_the_next(tickets, capsys):
+    """A model names the args of a call to a tool that is not there as it likes, and the
+    row keeps them as sent: a name holding ``")  …  → 200`` and a made-up row after it
+    would read as the fields that follow. A name that is not an identifier is quoted, as a
+    text value is, so the args end where their parenthesis does."""
+    app = rastrillo.handler(load_options(tickets))
+    forged = 'id="1")  agent:concierge for user 3  \u2192 200  [1.0 ms, call x]\nz'
+    with contextlib.suppress(ToolError):
+        run(app, app.options.tools, Call(tool="orders_id_gone", args={forged: "1"}, actor=AGENT))
+    audit.flush(app.db)
+    assert main(["audit", "--app", str(tickets)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    fields = re.fullmatch(
+        rf"\S+ \S+  orders_id_gone\(({ARG})\)  agent:concierge  \u2192 refused: .*", line
+    )
+    assert fields is not None, line
+    key = fields[1].rpartition("=")[0]
+    assert key.startswith('"')
+
+
+def test_a_tool_name_or_a_user_id_cannot_forge_the_fields_of_a_row(f):
+    """The tool a model names is kept as sent when there is no such tool, and the user id is
+    the app's to choose: neither, made of a run row's first fields, reads as them. One that
+    is not a plain word is quoted (``str(row)`` is the line ``rastrillo audit`` prints)."""
+    tool = 'orders_id_cancel_post(id="7")  agent:concierge for user 3  \u2192 200'
+    user = "3  \u2192 200  [1.0 ms, call x]"
+    for name in (tool, "me_get"):
+        with contextlib.suppress(ToolError):
+            run(f.app, f.defs, Call(tool=name, args={}, actor=AGENT, session=f.session(user)))
+    audit.flush(f.app.db)
+    rows = audit.latest(f.app.db)
+    assert {r.tool for r in rows} == {tool, "me_get"}
+    for row in rows:
+        line = str(row)
+        fields = re.fullmatch(
+            rf"\S+ \S+  (\w+|{QUOTED})\(\)  agent:concierge( for user ({QUOTED}))?  "
+            r"\u2192 .*\[\d+\.\d ms, call \S+\]",
+            line,
+        )
+        assert fields is not None, line
+        assert fields[1] == "me_get" or re.sub(r"\\(.)", r"\1", fields[1][1:-1]) == tool
+        if row.user_id is not None:
+            assert re.sub(r"\\(.)", r"\1", fields[3][1:-1]) == user
 
 
 def test_tools_call_usage_errors(tickets, capsys):
