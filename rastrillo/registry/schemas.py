@@ -18,16 +18,19 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rastrillo.registry.declare import WRITE_SUFFIX, Access, Arg, ToolDef, description_as_sent
+from rastrillo.registry.declare import (
+    WRITE_SUFFIX,
+    Arg,
+    ArgMap,
+    ToolDef,
+    ToolWrite,
+    description_as_sent,
+)
 from rastrillo.registry.validate import phrases
 
 __all__ = ["FORMATS", "WRITE_SUFFIX", "schemas", "schemas_json"]
 
 Schema = dict[str, Any]
-
-
-def _description(defn: ToolDef) -> str:
-    return description_as_sent(defn.description, defn.access)
 
 
 _JSON_TYPE = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -59,38 +62,35 @@ def _everything(arg: Arg) -> frozenset[str]:
     return _ALL
 
 
-def _property(
-    arg: Arg, native: Callable[[Arg], frozenset[str]], *, nullable: bool = False
-) -> Schema:
-    """One arg's schema: its type, the constraints the format carries, the rest in words.
+class _Way:
+    """How a format renders an arg: the constraints it carries as keywords (the rest go into
+    words), and whether an optional arg is written as nullable.
 
-    A constrained arg's rendering is kept on the arg (it is frozen) and copied
-    out, so a registry renders on every model turn at the cost of the copies.
+    Also the key of that rendering in the arg's `rendered` (compared by identity).
     """
-    if not arg.constraints:
-        json_type = _JSON_TYPE[arg.type]
-        return {
-            "type": [json_type, "null"] if nullable else json_type,
-            "description": arg.description,
-        }
-    template = arg.rendered.get((native, nullable))
-    if template is None:
-        template = arg.rendered[native, nullable] = _render(arg, native, nullable)
-    prop = template.copy()
-    if nullable:
-        prop["type"] = prop["type"].copy()
-    if "enum" in prop:
-        prop["enum"] = prop["enum"].copy()
-    return prop
+
+    __slots__ = ("native", "nullable")
+
+    def __init__(self, native: Callable[[Arg], frozenset[str]], *, nullable: bool) -> None:
+        self.native = native
+        self.nullable = nullable
 
 
-def _render(arg: Arg, native: Callable[[Arg], frozenset[str]], nullable: bool) -> Schema:
-    kinds = native(arg)
+_JSON_SCHEMA = _Way(_everything, nullable=False)
+_OPENAI_STRICT = _Way(_openai_native, nullable=True)
+_GEMINI = _Way(_gemini_native, nullable=False)
+
+
+def _render(arg: Arg, way: _Way) -> Schema:
+    nullable = way.nullable and not arg.required
     json_type = _JSON_TYPE[arg.type]
     prop: Schema = {
         "type": [json_type, "null"] if nullable else json_type,
         "description": arg.description,
     }
+    if not arg.constraints:
+        return prop
+    kinds = way.native(arg)
     described = []
     for field_name, value in arg.constraints:
         if field_name not in kinds:
@@ -103,19 +103,38 @@ def _render(arg: Arg, native: Callable[[Arg], frozenset[str]], nullable: bool) -
     if described:
         words = "; ".join(phrases(arg, described))
         prop["description"] = f"{arg.description} ({words})" if arg.description else words
-    if native is _gemini_native and "enum" in prop:
+    if way is _GEMINI and "enum" in prop:
         prop = {"type": prop.pop("type"), "format": "enum", **prop}  # Gemini's enum form
     return prop
 
 
+def _object_schema(args: ArgMap, way: _Way) -> tuple[Schema, list[str]]:
+    """The schemas of `args` rendered `way`, by name, and the names of the required ones.
+
+    Each arg's rendering is made once and kept on the arg (it is frozen), then copied
+    out with the lists in it, so a registry renders on every model turn at the cost of
+    the copies.
+    """
+    properties = {}
+    required = []
+    for name, arg in args.items():  # ArgMap iterates sorted
+        template = arg.rendered.get(way)
+        if template is None:
+            template = arg.rendered[way] = _render(arg, way)
+        properties[name] = prop = template.copy()
+        if arg.required:
+            required.append(name)
+        elif way.nullable:
+            prop["type"] = prop["type"].copy()
+        if "enum" in prop:
+            prop["enum"] = prop["enum"].copy()
+    return properties, required
+
+
 def _input_schema(defn: ToolDef) -> Schema:
     """JSON Schema for the args: optional args left out of `required`, nothing else allowed."""
-    args = defn.args
-    schema: Schema = {
-        "type": "object",
-        "properties": {name: _property(arg, _everything) for name, arg in args.items()},
-    }
-    required = [name for name, arg in args.items() if arg.required]  # ArgMap iterates sorted
+    properties, required = _object_schema(defn.args, _JSON_SCHEMA)
+    schema: Schema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
     schema["additionalProperties"] = False
@@ -124,22 +143,20 @@ def _input_schema(defn: ToolDef) -> Schema:
 
 def _strict_schema(defn: ToolDef) -> Schema:
     """OpenAI strict mode: every property required, an optional one nullable."""
-    args = defn.args
-    schema: Schema = {
-        "type": "object",
-        "properties": {
-            name: _property(arg, _openai_native, nullable=not arg.required)
-            for name, arg in args.items()
-        },
-    }
-    if args:
-        schema["required"] = list(args)
+    properties, _ = _object_schema(defn.args, _OPENAI_STRICT)
+    schema: Schema = {"type": "object", "properties": properties}
+    if properties:
+        schema["required"] = list(properties)
     schema["additionalProperties"] = False
     return schema
 
 
 def _anthropic(defn: ToolDef) -> Schema:
-    return {"name": defn.id, "description": _description(defn), "input_schema": _input_schema(defn)}
+    return {
+        "name": defn.id,
+        "description": description_as_sent(defn.description, defn.access),
+        "input_schema": _input_schema(defn),
+    }
 
 
 def _openai(defn: ToolDef) -> Schema:
@@ -147,7 +164,7 @@ def _openai(defn: ToolDef) -> Schema:
         "type": "function",
         "function": {
             "name": defn.id,
-            "description": _description(defn),
+            "description": description_as_sent(defn.description, defn.access),
             "parameters": _strict_schema(defn),
             "strict": True,
         },
@@ -158,7 +175,7 @@ def _openai_responses(defn: ToolDef) -> Schema:
     return {
         "type": "function",
         "name": defn.id,
-        "description": _description(defn),
+        "description": description_as_sent(defn.description, defn.access),
         "parameters": _strict_schema(defn),
         "strict": True,
     }
@@ -172,12 +189,13 @@ def _gemini(defn: ToolDef) -> Schema:
     `enum` holds strings only, with `format: enum`; other choices are written
     into the description.
     """
-    declaration: Schema = {"name": defn.id, "description": _description(defn)}
-    args = defn.args
-    if args:
-        properties = {name: _property(arg, _gemini_native) for name, arg in args.items()}
+    declaration: Schema = {
+        "name": defn.id,
+        "description": description_as_sent(defn.description, defn.access),
+    }
+    properties, required = _object_schema(defn.args, _GEMINI)
+    if properties:
         parameters: Schema = {"type": "object", "properties": properties}
-        required = [name for name, arg in args.items() if arg.required]
         if required:
             parameters["required"] = required
         declaration["parameters"] = parameters
@@ -205,10 +223,10 @@ def _mcp(defn: ToolDef) -> Schema:
     an additive write from a destructive one, and MCP's own defaults are the
     cautious ones. Every tool acts on the app's own data, so none is open-world.
     """
-    hints = _WRITE_HINTS if defn.access is Access.WRITE else _READ_HINTS
+    hints = _WRITE_HINTS if defn.access is ToolWrite else _READ_HINTS  # as description_as_sent
     return {
         "name": defn.id,
-        "description": _description(defn),
+        "description": description_as_sent(defn.description, defn.access),
         "inputSchema": _input_schema(defn),
         "annotations": dict(hints),
     }
