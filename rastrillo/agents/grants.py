@@ -301,7 +301,6 @@ def create_grant(
     ``sessions.revoke_user`` ending the user's access as the grant is made either comes
     first, or waits and revokes the grant too.
     """
-    check_agent_name(agent)
     with db.write() as conn:
         return _create_grant_in(conn, db.clock.now(), user_id, agent, client, client_id, session)
 
@@ -315,7 +314,8 @@ def _create_grant_in(
     client_id: str | None,
     session: str | None,
 ) -> Grant:
-    """:func:`create_grant`'s work, in the caller's write transaction (``agent`` checked)."""
+    """:func:`create_grant`'s work, in the caller's write transaction."""
+    check_agent_name(agent)
     row: dict[str, Any] = {
         # Hex, so an id never starts with "-" and a terminal's `agents revoke <id>` takes it.
         "id": secrets.token_hex(16),
@@ -396,7 +396,6 @@ def grant_with_tokens(
     """:func:`create_grant` and :func:`issue_tokens` in one transaction: an OAuth client's
     new grant with its first access and refresh token, or nothing at all. (Made apart, a
     failure between the two left the user an agent listed with no token ever issued.)"""
-    check_agent_name(agent)
     now = db.clock.now()
     with db.write() as conn:
         grant = _create_grant_in(conn, now, user_id, agent, client, client_id, None)
@@ -429,7 +428,6 @@ def personal_token(
     made in one transaction: no grant without its token, and none a ``revoke_user``
     between the two would leave showing a token that never worked.
     """
-    check_agent_name(agent)
     now = db.clock.now()
     with db.write() as conn:
         grant = _create_grant_in(conn, now, user_id, agent, PERSONAL_CLIENT, None, session)
