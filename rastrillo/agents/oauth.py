@@ -198,13 +198,19 @@ error of the provider's into a redirect to the client (or, past its own catch-al
 database that cannot answer for a moment 503 with ``Retry-After``, as every page is."""
 
 
-def _answer_instead(response: Response) -> AuthorizeError:
-    """Have the authorize endpoint answer ``response``; the error that ends the SDK's
-    handler meanwhile (which the endpoint does not send)."""
+def _answer_instead(response: Response) -> None:
+    """Have the authorize endpoint answer ``response``, whatever the SDK's handler makes of
+    what the provider does next (a client not found, an :class:`AuthorizeError`): the
+    endpoint sends this, never that."""
     instead = _INSTEAD.get()
-    assert instead is not None, "only the authorize endpoint's handler calls authorize"
+    assert instead is not None, "only the authorize endpoint's handler calls this"
     instead.response = response
-    return AuthorizeError("temporarily_unavailable", "try again later")
+
+
+_UNSENT = "answered by the endpoint instead"
+"""The description of the :class:`AuthorizeError` that :meth:`Authority.authorize` raises
+to end the SDK's handler once it called :func:`_answer_instead`: the handler's answer to
+it is made, and not sent."""
 
 
 class AuthorizationGone(LookupError):
@@ -542,12 +548,15 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         try:
             await threads.in_thread(self._record_request, row)
         except throttle.TooManyAttempts as exc:
-            raise _answer_instead(_too_many(exc)) from None
+            answer = _too_many(exc)
         except Exception as exc:
             if not retryable(exc):
                 raise
-            raise _answer_instead(unavailable(exc)) from None
-        return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
+            answer = unavailable(exc)
+        else:
+            return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
+        _answer_instead(answer)
+        raise AuthorizeError("temporarily_unavailable", _UNSENT)
 
     def _record_request(self, row: dict[str, Any]) -> None:
         """The request counted against its client, then stored."""
