@@ -822,6 +822,70 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     assert server.exchange(client_id, code, verifier).status_code == 200  # resource is optional
 
 
+def test_a_resource_named_twice_or_a_refresh_for_another_is_refused(server: Server):
+    """RFC 8707: ``resource`` names the resource a token is for, and may be sent more than
+    once, asking for a token for each. This server issues tokens for its own ``/mcp``
+    only, and the SDK reads one value of a repeated parameter (the last): a request naming
+    another resource and then this one was taken, and its token, which the client meant
+    for both, would be handed to the other resource too, which could replay it here. So
+    ``resource`` sent twice is refused (``invalid_target``) at authorize, at the code's
+    trade and at a refresh, as another resource alone is; a refused refresh spends
+    nothing, and the client's next one, for this resource, works."""
+    client_id = server.register()
+    verifier, challenge = pkce()
+    evil = "https://evil.example/mcp"
+    for twice in ([evil, server.resource], [server.resource, server.resource]):
+        query = {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": LOOPBACK_REDIRECT,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": twice,
+        }
+        refused = server.http.get(OAUTH_AUTHORIZE_PATH, params=query)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == "invalid_target"
+    assert server.consent_requests() == 0
+    code = server.code(client_id, challenge)
+    refused = server.http.post(
+        OAUTH_TOKEN_PATH,
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": LOOPBACK_REDIRECT,
+            "client_id": client_id,
+            "code_verifier": verifier,
+            "resource": [evil, server.resource],
+        },
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_target"
+    assert server.grants() == []
+    traded = server.exchange(client_id, code, verifier)
+    assert traded.status_code == 200, traded.text
+    refresh_token = traded.json()["refresh_token"]
+    for resource in (evil, server.origin, [evil, server.resource]):
+        refused = server.http.post(
+            OAUTH_TOKEN_PATH,
+            data={
+                "grant_type": "refresh_token",
+                "refresh_token": refresh_token,
+                "client_id": client_id,
+                "resource": resource,
+            },
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == "invalid_target"
+    again = server.token(
+        grant_type="refresh_token",
+        refresh_token=refresh_token,
+        client_id=client_id,
+        resource=server.resource,
+    )
+    assert again.status_code == 200, again.text
+    assert len(server.live_grants()) == 1
+
+
 def test_a_refused_authorize_request_is_answered_to_the_person_never_sent_on(server: Server):
     """RFC 9700 4.11.2: anyone can register a client and its redirect URI, so an authorize
     request refused before any person answered it must not send the browser on to that
