@@ -1,5 +1,6 @@
-"""JSON numbers over ``/mcp`` reach dispatch as the model wrote them, and are held to the
-arg's declared type there (docs/agents.md, "Dispatch: JSON values, no coercion").
+"""JSON numbers and texts over ``/mcp`` reach dispatch as the model wrote them, and are
+held to the arg's declared type there (docs/agents.md, "Dispatch: JSON values, no
+coercion"); a text's length is its code points, there as from a form.
 
 The SDK parses a request with its own JSON parser (jiter), not Python's ``json``: it reads
 ``NaN`` and ``Infinity``, keeps ``2.0`` a float, and reads integers of up to 4,300 digits.
