@@ -46,9 +46,6 @@ __all__ = ["authorize_routes"]
 _SOURCE = "rastrillo/pages/authorize.py"
 _FRAMED = frozenset({"iframe", "frame", "embed", "object", "fencedframe"})
 _TEMPLATE = "_rastrillo/authorize.html"
-_OWN = Environment(loader=PackageLoader("rastrillo", "templates"), autoescape=True)
-"""The framework's own templates alone: the notice, and the page shown when an app's
-restyled one leaves the notice out, are never the app's."""
 log = logging.getLogger(__name__)
 
 
@@ -56,6 +53,9 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     """The consent page's routes for an app whose origin (the OAuth issuer) is ``issuer``."""
     reads = [t for t in tools if t.access != ToolWrite]
     writes = [t for t in tools if t.access == ToolWrite]
+    # The framework's own templates alone: the notice, and the page shown when an app's
+    # restyled one leaves the notice out, are never the app's.
+    own = Environment(loader=PackageLoader("rastrillo", "templates"), autoescape=True)
 
     def page(
         ctx: Context,
@@ -73,12 +73,13 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
             back += "&" + urlencode({"agent": agent})
         client_name = visible.parts(request.client_name)
         notice = Markup(
-            _OWN.get_template("_rastrillo/consent_notice.html").render(
+            own.get_template("_rastrillo/consent_notice.html").render(
                 request=request, client_name=client_name
             )
         )
         return _with_notice(
             ctx,
+            own,
             status=status or (400 if error else 200),
             notice=notice,
             # The access outlives the session that allows it: only a recent sign-in may.
@@ -150,7 +151,9 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     ]
 
 
-def _with_notice(ctx: Context, *, status: int, notice: Markup, **context: Any) -> Response:
+def _with_notice(
+    ctx: Context, own: Environment, *, status: int, notice: Markup, **context: Any
+) -> Response:
     """The consent page, if it shows ``notice`` whole; else the framework's own, and an
     error logged: an app's restyled page must not let a person allow a client without
     reading whose claim its name is and where the answer goes."""
@@ -163,7 +166,7 @@ def _with_notice(ctx: Context, *, status: int, notice: Markup, **context: Any) -
         "page was shown instead",
         _TEMPLATE,
     )
-    html = _OWN.get_template(_TEMPLATE).render(ctx=ctx, notice=notice, **context)
+    html = own.get_template(_TEMPLATE).render(ctx=ctx, notice=notice, **context)
     return HTMLResponse(html, status_code=status)
 
 
