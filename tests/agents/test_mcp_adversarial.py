@@ -105,7 +105,7 @@ def test_no_mcp_session_is_issued_so_another_users_cannot_be_borrowed(served):
     issues none, a session id sent is no one's, and whom a request acts for is its
     bearer token alone (docs/mcp.md, "One request per call")."""
     s = served
-    alice, bob = s.alice.token("claude"), s.bob.token("claude")
+    alice, bob = s.alice.token("session-a"), s.bob.token("session-b")
     init = {
         "jsonrpc": "2.0",
         "id": 1,
