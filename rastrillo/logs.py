@@ -134,16 +134,17 @@ class OneLineFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, Mapping):
-            shown: object = {k: _shown(v) for k, v in args.items()}
+        shown: object = None
+        if args and isinstance(args, Mapping):
+            shown = {k: _shown(v) for k, v in args.items()}
         elif args:
             shown = tuple(_shown(v) for v in args)
-        else:
-            escaped = for_terminal(str(record.msg))
-            if escaped != record.msg:
-                record.msg = escaped
-            return True
-        record.msg, record.args = for_terminal(str(record.msg)) % shown, None
+        template = for_terminal(str(record.msg))
+        escaped = template if shown is None else template % shown
+        # Left as it is when nothing needed escaping: what else reads the record (a
+        # handler of the app's) still finds its template and arguments.
+        if escaped != record.getMessage():
+            record.msg, record.args = escaped, None
         return True
 
 

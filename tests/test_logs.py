@@ -110,6 +110,18 @@ def test_a_value_logged_with_r_or_s_shows_once_escaped_and_reads_back_as_itself(
     assert ast.literal_eval(second.removeprefix("in a mapping ")) == [value]
 
 
+def test_a_record_with_nothing_to_escape_keeps_its_template_and_arguments() -> None:
+    """Escaping changes a record only where it must: another handler of the app's reading
+    the record after the framework's (grouping by template, say) still finds the template
+    and its arguments."""
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "got %r from %s", ("a", 3), None)
+    assert OneLineFilter().filter(record)
+    assert (record.msg, record.args) == ("got %r from %s", ("a", 3))
+    hostile = logging.LogRecord("x", logging.WARNING, __file__, 1, "got %s", ("\x1b",), None)
+    assert OneLineFilter().filter(hostile)
+    assert (hostile.msg, hostile.args) == ("got \\x1b", None)
+
+
 FORGED = "1999-12-31 23:59:59,999 ERROR rastrillo.app forged record"
 HOSTILE = f"\n{FORGED}\r\x1b[2J\x9b2J\x85{FORGED}\u2028{FORGED}"
 CONTINUATION = "  | "
