@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from graphlib import CycleError, TopologicalSorter
@@ -116,6 +117,40 @@ def test_the_pure_packages_import_only_pure_ones() -> None:
     graph = package_graph()
     assert graph["registry"] <= {"errors"}
     assert graph["generate"] <= {"errors", "registry", "routing"}
+
+
+def drawn_rows() -> list[set[str]]:
+    """The layers as docs/architecture.md draws them, bottom row first: each row the
+    packages (``tools/``) and modules (``app.py``) its line starts with."""
+    text = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    rows = []
+    for line in block.splitlines():
+        names = []
+        for word in line.split() if line[:1].strip() else []:
+            if not re.fullmatch(r"[a-z_]+(?:\.py|/)", word):
+                break
+            names.append(word.removesuffix(".py").removesuffix("/"))
+        if names:
+            rows.append(set(names))
+    return rows[::-1]
+
+
+def test_the_drawn_layers_are_the_imports() -> None:
+    """Every package is drawn once, and imports nothing drawn above its own row: the
+    picture a newcomer reads is the code's."""
+    rows = drawn_rows()
+    row_of = {name: i for i, row in enumerate(rows) for name in row}
+    assert sum(len(row) for row in rows) == len(row_of), "a package drawn twice"
+    graph = package_graph()
+    assert set(row_of) == set(graph) | {t for targets in graph.values() for t in targets}
+    above = {
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if row_of[target] > row_of[name]
+    }
+    assert not above
 
 
 def test_a_command_builds_and_imports_no_other_command(capsys) -> None:
