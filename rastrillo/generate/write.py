@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 
+from rastrillo.collector import collector_paused
 from rastrillo.errors import GenerateError
 from rastrillo.generate.render import render_init_module, render_routes_module, render_tools_module
 from rastrillo.generate.scan import scan_actions
@@ -20,12 +20,10 @@ if TYPE_CHECKING:
 def render_gen(app_dir: AppDir) -> dict[str, str]:
     """The files of ``gen/`` as {name: text}; raises GenerateError on any problem."""
     # Syntax trees and rendered lines hold no reference cycle and are freed as soon as
-    # they are used, but the tens of thousands of nodes a large app parses set off the
-    # cycle collector again and again, each time walking every object alive: a fiftieth
-    # of the command.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # they are used, but the tens of thousands of nodes a large app parses would set off
+    # the cycle collector again and again, each time walking every object alive: a
+    # fiftieth of the command.
+    with collector_paused():
         actions, problems = scan_actions(app_dir)
         if problems:
             raise GenerateError(problems)
@@ -35,9 +33,6 @@ def render_gen(app_dir: AppDir) -> dict[str, str]:
             "routes.py": render_routes_module([(a.method, a.path, a.source) for a in actions]),
             "tools.py": render_tools_module(tools),
         }
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def generate(app_dir: AppDir, *, check: bool = False) -> list[str]:

@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rastrillo.collector import collector_paused
 from rastrillo.registry.declare import (
     WRITE_SUFFIX,
     Arg,
@@ -245,14 +246,20 @@ FORMATS: tuple[str, ...] = tuple(_RENDERERS)
 
 
 def schemas(defs: Iterable[ToolDef], format: str = "anthropic") -> list[Schema]:
-    """One tool schema per def, in registry order, in the given provider's format."""
+    """One tool schema per def, in registry order, in the given provider's format.
+
+    The collector is paused while the list is built: its thousands of dicts hold no cycle
+    and live until it is returned, and would otherwise set off collections that walk the
+    whole process heap, as much time as the rendering in a process not frozen after start-up.
+    """
     try:
         render = _RENDERERS[format]
     except (KeyError, TypeError):
         raise ValueError(
             f"unknown tool schema format {format!r}; known formats: {', '.join(FORMATS)}"
         ) from None
-    return [render(defn) for defn in defs]
+    with collector_paused():
+        return [render(defn) for defn in defs]
 
 
 def schemas_json(defs: Iterable[ToolDef], format: str = "anthropic") -> str:
