@@ -28,7 +28,6 @@ from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.context import is_tool_call
 from rastrillo.errors import ConfigError
 from rastrillo.logs import Repeats
-from rastrillo.visible import for_terminal
 
 log = logging.getLogger("rastrillo.csrf")
 
@@ -82,25 +81,32 @@ def _is_host(hostname: str) -> bool:
 
 def refusal(method: str, headers: Headers, origin: str) -> str | None:
     """Why a request is refused, or None when it may pass; ``origin`` is canonical."""
+    why = _refusal(method, headers, origin)
+    return None if why is None else why[0] % why[1]
+
+
+def _refusal(method: str, headers: Headers, origin: str) -> tuple[str, tuple[object, ...]] | None:
+    """:func:`refusal`'s reason as a log message's template and arguments, so the log
+    escapes the header's value once, as it escapes an argument."""
     if method in SAFE_METHODS:
         return None
     for name in ("sec-fetch-site", "origin", "referer"):
         values = headers.getlist(name)
         if len(values) > 1:
-            return f"{name} sent {len(values)} times"
+            return "%s sent %d times", (name, len(values))
         if values:
             return _judge(name, values[0], origin)
-    return "no Sec-Fetch-Site, Origin or Referer header"
+    return "no Sec-Fetch-Site, Origin or Referer header", ()
 
 
-def _judge(name: str, value: str, origin: str) -> str | None:
+def _judge(name: str, value: str, origin: str) -> tuple[str, tuple[object, ...]] | None:
     if name == "sec-fetch-site":
         ok = value in _SAME_ORIGIN_FETCH
     elif name == "origin":
         ok = value == origin
     else:
         ok = value.startswith(origin + "/")
-    return None if ok else f"{name} {value[:200]!r} is not {origin}"
+    return None if ok else ("%s %r is not %s", (name, value[:200], origin))
 
 
 class CSRFMiddleware:
@@ -120,19 +126,21 @@ class CSRFMiddleware:
             and scope["method"] not in SAFE_METHODS
             and not is_tool_call(scope)
         ):
-            reason = refusal(scope["method"], Headers(scope=scope), self.origin)
+            reason = _refusal(scope["method"], Headers(scope=scope), self.origin)
             if reason is not None:
                 # The client is whatever a trusted proxy's X-Forwarded-For said: any byte
-                # a header allows, C1 controls included, so it is escaped like the rest.
+                # a header allows, C1 controls included: it is written with %r, escaped
+                # by repr in any logging, and once by the framework's own (logs.py).
                 address = (scope.get("client") or ("?", 0))[0]
                 due = self._refused.due(address, self._clock.monotonic())
                 if due is not None:
+                    why, args = reason
                     log.warning(
-                        "CSRF refused %s %r from %s: %s%s",
+                        f"CSRF refused %s %r from %r: {why}%s",
                         scope["method"],
                         scope["path"],
-                        for_terminal(address),
-                        reason,
+                        address,
+                        *args,
                         due.since("refusals", "of this client", "of this and other clients"),
                     )
                 response = PlainTextResponse("Cross-site request refused.", status_code=403)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from numbers import Number
 
-from rastrillo.visible import for_terminal
+from rastrillo.visible import for_terminal, literal
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 CONTINUATION = "  | "
@@ -118,21 +119,55 @@ class RepeatFilter(logging.Filter):
 
 
 class OneLineFilter(logging.Filter):
-    """A record's message on one line, each control or invisible character escaped.
+    """A record's message on one line, each control or invisible character escaped, once.
 
     What a client chose reaches messages as their arguments: uvicorn's access line
     names the client address, which is what a trusted proxy's X-Forwarded-For says,
     any byte a header allows. A C1 CSI there drives the terminal tailing the log; a
-    NEL or a line separator starts a line that reads as another record. A traceback
-    is not the message: :class:`IndentingFormatter` writes it.
+    NEL or a line separator starts a line that reads as another record. So the template
+    and each argument are escaped before they are put together: an argument written
+    with ``%s`` as :func:`~rastrillo.visible.for_terminal` escapes it, one written with
+    ``%r`` as :func:`~rastrillo.visible.literal` does (its repr, whose escapes are not
+    escaped again: ``'\\x9b'``, never ``'\\\\x9b'``). A traceback is not the message:
+    :class:`IndentingFormatter` writes it.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        escaped = for_terminal(message)
-        if escaped != message:
+        args = record.args
+        shown: object = None
+        if args and isinstance(args, Mapping):
+            shown = {k: _shown(v) for k, v in args.items()}
+        elif args:
+            shown = tuple(_shown(v) for v in args)
+        template = for_terminal(str(record.msg))
+        escaped = template if shown is None else template % shown
+        # Left as it is when nothing needed escaping: what else reads the record (a
+        # handler of the app's) still finds its template and arguments.
+        if escaped != record.getMessage():
             record.msg, record.args = escaped, None
         return True
+
+
+def _shown(value: object) -> object:
+    """A log argument as :class:`OneLineFilter` writes it: a number as it is (``%d``,
+    ``%.1f`` still apply; its text is plain), anything else escaped as it is written."""
+    return value if isinstance(value, Number) else _Escaped(value)
+
+
+class _Escaped:
+    """A log argument whose ``%s`` is :func:`for_terminal` of its text and whose ``%r`` is
+    :func:`~rastrillo.visible.literal` of it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return for_terminal(str(self.value))
+
+    def __repr__(self) -> str:
+        return literal(self.value)
 
 
 class IndentingFormatter(logging.Formatter):

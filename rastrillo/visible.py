@@ -27,12 +27,23 @@ punctuation in a word with an ASCII letter or digit, or with no letter at all.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["Part", "field", "for_terminal", "is_hidden", "lookalikes", "parts", "quoted"]
+__all__ = [
+    "Part",
+    "field",
+    "for_terminal",
+    "is_hidden",
+    "json_line",
+    "literal",
+    "lookalikes",
+    "parts",
+    "quoted",
+]
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties): code points a
 # renderer shows as nothing when it has no glyph for them, whatever their category.
@@ -234,6 +245,63 @@ def quoted(text: str) -> str:
     that must end where its quotes do, not let what follows a quote inside it forge the
     fields after it (``revoked …``, ``→ 200``)."""
     return '"' + for_terminal(text).replace('"', '\\"') + '"'
+
+
+def json_line(value: object) -> str:
+    """``value`` as JSON on one line for a terminal, escaped once: JSON's own escapes.
+
+    JSON already writes each backslash, quote and control character in a string as an
+    escape, so what it leaves as it is and :func:`for_terminal` would escape (a look-alike,
+    a line separator, a zero-width space, DEL) is written as a JSON escape too
+    (``\\u2028``), not escaped again: the line parses (``json.loads``) back to ``value``."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isascii() and text.isprintable():
+        return text
+    escaped = [h or a for h, a in zip(_hidden(text), lookalikes(text), strict=True)]
+    return "".join(_json_escape(c) if e else c for c, e in zip(text, escaped, strict=True))
+
+
+def _json_escape(char: str) -> str:
+    units = char.encode("utf-16-be")  # two UTF-16 units (a surrogate pair) past U+FFFF
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
+def literal(value: object) -> str:
+    """``repr(value)`` for a terminal, escaped once: what a log line's ``%r`` prints.
+
+    A Python literal (a string, bytes, a number, True, False, None, or a list, tuple, set
+    or dict of them) already writes each of its backslashes as ``\\\\``: each one there
+    begins an escape, so only what its repr leaves as it is and :func:`for_terminal`
+    would escape (a look-alike, a blank-looking letter such as U+3164) is escaped, the
+    same way, and the line reads back (``ast.literal_eval``) as the value itself. Any other
+    object's repr is text of its own making, escaped by :func:`for_terminal` whole."""
+    text = repr(value)
+    if not _is_literal(value):
+        return for_terminal(text)
+    if text.isascii():
+        return text
+    escaped = [h or a for h, a in zip(_hidden(text), lookalikes(text), strict=True)]
+    return "".join(_escape(c) if e else c for c, e in zip(text, escaped, strict=True))
+
+
+_ATOMS = frozenset({str, bytes, int, float, complex, bool, type(None)})
+_CONTAINERS = frozenset({list, tuple, set, frozenset})
+
+
+def _is_literal(value: object, inside: frozenset[int] = frozenset()) -> bool:
+    """Whether ``repr(value)`` is a Python literal holding nothing but literals: exact types
+    only (a subclass's repr may be any text), and no container inside itself (``[...]``)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return True
+    if id(value) in inside:
+        return False
+    inside |= {id(value)}
+    if isinstance(value, dict) and kind is dict:
+        return all(_is_literal(k, inside) and _is_literal(v, inside) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset) and kind in _CONTAINERS:
+        return all(_is_literal(v, inside) for v in value)
+    return False
 
 
 _PLAIN_WORD = re.compile(r"[\w.:@/+-]+")

@@ -207,3 +207,36 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
         "urllib.parse",
     }
     assert not loaded & lazy
+
+
+FIRST_USE_ONLY = ("argon2", "sqlparse", "sqlalchemy.dialects.postgresql")
+"""Imported at the first use, never at start: the password hashing (a sign-in), the
+migration splitter (a migration to apply), PostgreSQL's dialect (a PostgreSQL database)."""
+
+
+def test_a_sqlite_app_restarted_serves_its_first_page_without_what_it_does_not_use(
+    tmp_path,
+) -> None:
+    """The tickets demo, started again on its migrated SQLite database, serves a page as a
+    restart or a wake from zero would, loading none of `FIRST_USE_ONLY`; its first start
+    (the migrations) and a sign-in load what each needs."""
+    tickets = Path(__file__).resolve().parent.parent / "examples" / "tickets"
+    start = (
+        "import sys\nfrom pathlib import Path\nfrom rastrillo.testing import TestApp\n"
+        f"t = TestApp(Path({str(tickets)!r}), Path({str(tmp_path)!r}))\n"
+        "assert t.client.get('/events/1').status_code == 200\n"
+        "print(sorted(sys.modules))\n"
+        "form = {'email': 'alice@example.com', 'password': 'tickets-demo'}\n"
+        "assert t.client.post('/signin', data=form, follow_redirects=False).status_code == 303\n"
+        "print(sorted(sys.modules))\n"
+    )
+    loaded = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", start], check=True, capture_output=True, text=True
+        ).stdout
+        loaded.append([set(ast.literal_eval(line)) for line in out.splitlines()[-2:]])
+    (first_page, _), (page_again, signed_in) = loaded
+    assert "sqlparse" in first_page  # the demo's migrations, applied at its first start
+    assert not page_again & set(FIRST_USE_ONLY)
+    assert "argon2" in signed_in

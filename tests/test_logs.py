@@ -3,6 +3,8 @@ counted, each message on one line, each traceback line indented under its record
 
 from __future__ import annotations
 
+import ast
+import io
 import itertools
 import logging
 import re
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rastrillo import visible
-from rastrillo.logs import RepeatFilter
+from rastrillo.logs import IndentingFormatter, OneLineFilter, RepeatFilter
 from tests.support import Server, until, write_app
 
 
@@ -58,10 +60,9 @@ def test_python_app_py_logs_a_hostile_client_address_escaped_on_one_line(
     """``python app.py`` logs every request (uvicorn's access line) and every CSRF refusal
     with the client's address, which is what X-Forwarded-For says when the peer is a
     trusted proxy: any byte a header allows. A C1 CSI (0x9b) drives a terminal, a NEL
-    (0x85) starts a line; both reach the log escaped, one record one line. The CSRF
-    message escapes the address itself (it is escaped in an app's own logging too), and
-    the line escapes the message, its backslashes with the rest: so the address shows
-    escaped twice there, and no line reads as another text."""
+    (0x85) starts a line; both reach the log escaped, one record one line, and escaped
+    once: the CSRF message writes the address with ``%r``, and the line shows its repr
+    as it is, ``'\\x9b2J\\x85forged'``, not with the escapes' backslashes doubled."""
     index = "def handle(ctx):\n    return ctx.text('hi')\n"
     app_dir = write_app(tmp_path / "app", {"index.GET.py": index})
     server = serve(app_dir)
@@ -75,9 +76,50 @@ def test_python_app_py_logs_a_hostile_client_address_escaped_on_one_line(
     assert any("uvicorn.access" in line for line in lines), log
     assert any("rastrillo.csrf" in line for line in lines), log
     for line in lines:
-        twice = "rastrillo.csrf" in line
-        assert ("\\\\x9b2J\\\\x85forged" if twice else "\\x9b2J\\x85forged") in line, line
+        csrf = "rastrillo.csrf" in line
+        assert ("from '\\x9b2J\\x85forged':" if csrf else "\\x9b2J\\x85forged") in line, line
+        assert "\\\\" not in line, line
         assert not any(visible.is_hidden(c) for c in line), line
+
+
+def test_a_value_logged_with_r_or_s_shows_once_escaped_and_reads_back_as_itself() -> None:
+    """Python's repr already writes a backslash as ``\\\\`` and a control as ``\\x1b``: the
+    line does not escape those escapes again (a person read ``'\\\\x1b'`` for a value that
+    was one ESC), and escapes what repr leaves and a terminal must not show (a look-alike,
+    U+3164) the same way. ``%s`` is escaped once, as it was. So the ``%r`` field is the
+    value's literal, and the ``%s`` field its terminal form, on one line."""
+    value = "ESC \x1b, text \\x1b, quote \" and ', p\u0430ypal \u3164\n2026-01-01 forged"
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(IndentingFormatter("%(message)s"))
+    handler.addFilter(OneLineFilter())
+    log = logging.getLogger("tests.one_escaping")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("as repr %r and as text %s (%d)", value, value, 7)
+        log.warning("in a mapping %(v)r", {"v": [value]})
+    finally:
+        log.removeHandler(handler)
+    first, second = stream.getvalue().splitlines()
+    shown = re.fullmatch(r"as repr (.*) and as text (.*) \(7\)", first)
+    assert shown is not None, first
+    assert ast.literal_eval(shown[1]) == value
+    assert "\\u0430" in shown[1] and "\\u3164" in shown[1]
+    assert shown[2] == visible.for_terminal(value)
+    assert ast.literal_eval(second.removeprefix("in a mapping ")) == [value]
+
+
+def test_a_record_with_nothing_to_escape_keeps_its_template_and_arguments() -> None:
+    """Escaping changes a record only where it must: another handler of the app's reading
+    the record after the framework's (grouping by template, say) still finds the template
+    and its arguments."""
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "got %r from %s", ("a", 3), None)
+    assert OneLineFilter().filter(record)
+    assert (record.msg, record.args) == ("got %r from %s", ("a", 3))
+    hostile = logging.LogRecord("x", logging.WARNING, __file__, 1, "got %s", ("\x1b",), None)
+    assert OneLineFilter().filter(hostile)
+    assert (hostile.msg, hostile.args) == ("got \\x1b", None)
 
 
 FORGED = "1999-12-31 23:59:59,999 ERROR rastrillo.app forged record"

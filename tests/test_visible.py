@@ -3,6 +3,8 @@ in one script reads as written (rastrillo.visible)."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import string
 import unicodedata
@@ -10,7 +12,8 @@ import unicodedata
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from rastrillo.visible import field, for_terminal, lookalikes, parts
+from rastrillo import visible
+from rastrillo.visible import field, for_terminal, json_line, literal, lookalikes, parts
 
 PRINTABLE = string.ascii_letters + string.digits + string.punctuation + " "
 
@@ -181,6 +184,47 @@ def test_a_field_is_one_word_or_quoted_and_names_one_text(text: str) -> None:
         assert read_back(inner[1].replace('\\"', '"')) == text
     else:
         assert shown == text and re.fullmatch(r"[\w.:@/+-]+", text)
+
+
+HOSTILE_VALUES = st.recursive(
+    st.text(st.sampled_from(TRICKY))
+    | st.text()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(TRICKY), inner, max_size=3),
+    max_leaves=8,
+)
+"""What a model sends, or an app returns: texts with escapes and look-alikes, numbers, and
+lists and objects of them."""
+
+
+def terminal_safe(line: str) -> bool:
+    """Nothing on ``line`` is hidden, and a look-alike in a word of ASCII letters is
+    escaped (a terminal shows it as ``\\u0430``)."""
+    return not any(map(visible.is_hidden, line)) and "p\u0430y" not in line
+
+
+@given(HOSTILE_VALUES)
+@example("\\x1b")
+@example(['a"b\\c', "\u2028", "p\u0430ypal"])
+def test_a_value_logged_with_r_is_escaped_once_and_reads_back_as_itself(value: object) -> None:
+    """``%r`` in a log line: Python's repr, whose backslashes already begin escapes, is not
+    escaped again (``'\\x1b'``, not ``'\\\\x1b'``), and what repr leaves and a
+    terminal must not show is escaped the same way: the line is the value's literal."""
+    shown = literal(value)
+    assert terminal_safe(shown), shown
+    assert ast.literal_eval(shown) == value
+    assert shown == repr(value) or not repr(value).isascii()
+
+
+@given(HOSTILE_VALUES)
+@example({"note": 'say "hi"\\n', "to": "p\u0430ypal"})
+def test_json_on_a_terminal_is_escaped_once_and_parses_back_as_itself(value: object) -> None:
+    """A JSON body (``tools call``), a list arg (``rastrillo audit``): JSON's escapes are the
+    one escaping, so ``\\"`` stays ``\\"`` and the line parses back to the value."""
+    shown = json_line(value)
+    assert terminal_safe(shown), shown
+    assert json.loads(shown) == value
 
 
 def test_a_terminal_tells_an_escape_from_the_text_of_one() -> None:

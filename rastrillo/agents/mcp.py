@@ -66,7 +66,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rastrillo import limits, threads, visible
+from rastrillo import limits, threads
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.agents.tables import keys_table
 from rastrillo.csrf import canonical_origin
@@ -508,10 +508,10 @@ def _too_fast(grant: grants.Grant, limit: CallLimit, refused: Refused) -> types.
     window = _span(limit.window)
     if refused.first:
         log.warning(
-            "MCP tool calls of agent %s for user %s (grant %s) refused: over %d in %s; "
+            "MCP tool calls of agent %s for user %r (grant %s) refused: over %d in %s; "
             "no more of its refusals are logged for %s",
             grant.agent,
-            visible.for_terminal(grant.user_id),
+            grant.user_id,
             grant.id,
             limit.calls,
             window,

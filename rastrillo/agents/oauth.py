@@ -24,7 +24,7 @@ The rules this provider adds to the SDK's:
   traded (:class:`grants.AgentNameTaken`).
 - PKCE is S256 only: the SDK refuses any other method, and the challenge
   must be a SHA-256 digest in base64url (43 characters).
-- ``resource``, when sent to authorize or token, must be ``<origin>/mcp``.
+- ``resource``, when sent to authorize or token, must be ``<origin>/mcp``, named once.
 - The authorize endpoint only records the request and sends the browser to
   the consent page (``/_rastrillo/agents/authorize``), where the signed-in
   user allows or denies it; the code is made only when they allow. A request
@@ -55,7 +55,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -198,13 +198,19 @@ error of the provider's into a redirect to the client (or, past its own catch-al
 database that cannot answer for a moment 503 with ``Retry-After``, as every page is."""
 
 
-def _answer_instead(response: Response) -> AuthorizeError:
-    """Have the authorize endpoint answer ``response``; the error that ends the SDK's
-    handler meanwhile (which the endpoint does not send)."""
+def _answer_instead(response: Response) -> None:
+    """Have the authorize endpoint answer ``response``, whatever the SDK's handler makes of
+    what the provider does next (a client not found, an :class:`AuthorizeError`): the
+    endpoint sends this, never that."""
     instead = _INSTEAD.get()
-    assert instead is not None, "only the authorize endpoint's handler calls authorize"
+    assert instead is not None, "only the authorize endpoint's handler calls this"
     instead.response = response
-    return AuthorizeError("temporarily_unavailable", "try again later")
+
+
+_UNSENT = "answered by the endpoint instead"
+"""The description of the :class:`AuthorizeError` that :meth:`Authority.authorize` raises
+to end the SDK's handler once it called :func:`_answer_instead`: the handler's answer to
+it is made, and not sent."""
 
 
 class AuthorizationGone(LookupError):
@@ -517,8 +523,6 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
     ) -> str:
-        if params.resource is not None and params.resource != self.resource:
-            raise AuthorizeError("invalid_target", f"resource must be {self.resource}")
         if not _RANDOM_256.fullmatch(params.code_challenge):
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
@@ -542,12 +546,15 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         try:
             await threads.in_thread(self._record_request, row)
         except throttle.TooManyAttempts as exc:
-            raise _answer_instead(_too_many(exc)) from None
+            answer = _too_many(exc)
         except Exception as exc:
             if not retryable(exc):
                 raise
-            raise _answer_instead(unavailable(exc)) from None
-        return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
+            answer = unavailable(exc)
+        else:
+            return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
+        _answer_instead(answer)
+        raise AuthorizeError("temporarily_unavailable", _UNSENT)
 
     def _record_request(self, row: dict[str, Any]) -> None:
         """The request counted against its client, then stored."""
@@ -709,6 +716,14 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         A client past its authorization requests is answered 429 (:meth:`authorize`), and a
         database that cannot answer for a moment 503 with ``Retry-After`` (:data:`_INSTEAD`).
         """
+        params = request.query_params if request.method == "GET" else await request.form()
+        refused = self._resource_refused(params.getlist("resource"))
+        if refused is not None:
+            return JSONResponse(
+                {"error": "invalid_target", "error_description": refused},
+                status_code=400,
+                headers={"Cache-Control": "no-store"},
+            )
         instead = _Instead()
         reset = _INSTEAD.set(instead)
         try:
@@ -725,14 +740,23 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         answer = {k: sent[k][-1] for k in ("error", "error_description", "state") if k in sent}
         return JSONResponse(answer, status_code=400, headers={"Cache-Control": "no-store"})
 
+    def _resource_refused(self, named: Sequence[object]) -> str | None:
+        """Why the ``resource`` values a request names are refused (RFC 8707), or None: it
+        may name none, or this app's ``/mcp`` once. Named more than once, it asks for a
+        token for each, and the SDK would read the last alone: a token the client meant
+        for another resource too, which that one could replay here."""
+        if not named or list(named) == [self.resource]:
+            return None
+        if len(named) > 1:
+            return f"resource is named {len(named)} times: name {self.resource} once"
+        return f"resource must be {self.resource}"
+
     async def _token_endpoint(self, request: Request) -> Response:
         """The SDK's token handler, after the ``resource`` check it leaves to the provider;
         429 for a grant past its refreshes."""
-        resource = (await request.form()).get("resource")
-        if resource is not None and resource != self.resource:
-            error = TokenErrorResponse(
-                error="invalid_target", error_description=f"resource must be {self.resource}"
-            )
+        refused = self._resource_refused((await request.form()).getlist("resource"))
+        if refused is not None:
+            error = TokenErrorResponse(error="invalid_target", error_description=refused)
             return PydanticJSONResponse(
                 content=error, status_code=400, headers={"Cache-Control": "no-store"}
             )

@@ -6,10 +6,13 @@ import argparse
 import logging
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rastrillo.errors import RastrilloError
-from rastrillo.visible import for_terminal
+from rastrillo.visible import for_terminal, json_line
+
+if TYPE_CHECKING:
+    from rastrillo.tools import Result
 
 NEEDS_APPROVAL = 3
 """Exit status of ``tools call`` when the write waits for the user's approval."""
@@ -76,8 +79,20 @@ def _call(args: argparse.Namespace) -> int:
     location = result.headers.get("location")
     print(f"{result.status} → {for_terminal(location)}" if location else result.status)
     if result.body:
-        print("\n".join(for_terminal(line) for line in result.text.split("\n")))
+        print(_shown(result))
     return 0 if result.status < 400 else 1
+
+
+def _shown(result: Result) -> str:
+    """A response body for the terminal, escaped once: a JSON body as its value's JSON on
+    one line (:func:`visible.json_line`: JSON's escapes, not escaped again), any other
+    body line by line (:func:`visible.for_terminal`)."""
+    if "json" in result.headers.get("content-type", ""):
+        try:
+            return json_line(result.json())
+        except (ValueError, RecursionError):
+            pass  # not JSON (or nested past Python's reach): shown as the text it is
+    return "\n".join(for_terminal(line) for line in result.text.split("\n"))
 
 
 def _agent_name(name: str) -> str:

@@ -10,7 +10,10 @@ refused too, on top of the framework pages' no-framing headers. The access
 outlives the session, so Allow needs a recent sign-in (``Options.recent_sign_in``):
 an older session is offered a sign-in that comes back here, and may still Deny.
 Plain HTML, no JavaScript; an app can restyle it with
-``templates/_rastrillo/authorize.html``.
+``templates/_rastrillo/authorize.html``, which shows ``{{ notice }}``: the framework's
+own words on what the person allows (the client's name is its own claim; the host and
+port the answer goes to), rendered from the framework's templates alone. A page that
+leaves them out is not shown: the framework's own is, and an error is logged.
 
 :mod:`rastrillo.agents.oauth` (and with it the MCP SDK) is imported by the page's
 handlers, when the page is first asked for: an app serving only its own pages
@@ -19,11 +22,14 @@ starts without it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from starlette.responses import Response
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
+from starlette.responses import HTMLResponse, Response
 
 from rastrillo import visible
 from rastrillo.agents import grants
@@ -40,12 +46,16 @@ __all__ = ["authorize_routes"]
 _SOURCE = "rastrillo/pages/authorize.py"
 _FRAMED = frozenset({"iframe", "frame", "embed", "object", "fencedframe"})
 _TEMPLATE = "_rastrillo/authorize.html"
+log = logging.getLogger(__name__)
 
 
 def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
     """The consent page's routes for an app whose origin (the OAuth issuer) is ``issuer``."""
     reads = [t for t in tools if t.access != ToolWrite]
     writes = [t for t in tools if t.access == ToolWrite]
+    # The framework's own templates alone: the notice, and the page shown when an app's
+    # restyled one leaves the notice out, are never the app's.
+    own = Environment(loader=PackageLoader("rastrillo", "templates"), autoescape=True)
 
     def page(
         ctx: Context,
@@ -61,15 +71,23 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         back = f"{CONSENT_PATH}?{urlencode({'request': request.id})}"
         if typed:
             back += "&" + urlencode({"agent": agent})
-        return ctx.render(
-            _TEMPLATE,
+        client_name = visible.parts(request.client_name)
+        notice = Markup(
+            own.get_template("_rastrillo/consent_notice.html").render(
+                request=request, client_name=client_name
+            )
+        )
+        return _with_notice(
+            ctx,
+            own,
             status=status or (400 if error else 200),
+            notice=notice,
             # The access outlives the session that allows it: only a recent sign-in may.
             recent=signed_in_recently(ctx),
             sign_in_again=sign_in_url(ctx, back),
             action=CONSENT_PATH,
             request=request,
-            client_name=visible.parts(request.client_name),
+            client_name=client_name,
             client_title=visible.for_terminal(request.client_name),
             agent=agent,
             error=error,
@@ -131,6 +149,25 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         Route("GET", CONSENT_PATH, _SOURCE, show),
         Route("POST", CONSENT_PATH, _SOURCE, post_decision),
     ]
+
+
+def _with_notice(
+    ctx: Context, own: Environment, *, status: int, notice: Markup, **context: Any
+) -> Response:
+    """The consent page, if it shows ``notice`` whole; else the framework's own, and an
+    error logged: an app's restyled page must not let a person allow a client without
+    reading whose claim its name is and where the answer goes."""
+    page = ctx.render(_TEMPLATE, status=status, notice=notice, **context)
+    if notice in bytes(page.body).decode():
+        return page
+    log.error(
+        "templates/%s does not show {{ notice }} (what the person allows: the client's "
+        "name is its own claim, and where the answer goes): the framework's own consent "
+        "page was shown instead",
+        _TEMPLATE,
+    )
+    html = own.get_template(_TEMPLATE).render(ctx=ctx, notice=notice, **context)
+    return HTMLResponse(html, status_code=status)
 
 
 def _gone(ctx: Context) -> Response:

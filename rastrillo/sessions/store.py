@@ -51,7 +51,6 @@ from rastrillo.storage import (
     Instant,
     Prepared,
 )
-from rastrillo.visible import for_terminal
 
 log = logging.getLogger("rastrillo.sessions")
 
@@ -214,8 +213,8 @@ def _presented_outside(db: Database, digest: str, user_id: str) -> None:
     # The digest, not the id: the log must be no road to a live session either.
     log.warning(
         "a session made for an agent's calls was presented outside a tool call and "
-        "taken for none (user %s, session digest %s…)%s",
-        for_terminal(user_id),
+        "taken for none (user %r, session digest %s…)%s",
+        user_id,
         digest[:12],
         due.since("presentations", "of it", "of it and of other sessions"),
     )

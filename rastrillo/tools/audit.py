@@ -116,10 +116,11 @@ class AuditRecord:
 
     def __str__(self) -> str:
         """The row on one line for a terminal (``rastrillo audit``), every character of what
-        the model and the app chose escaped once (:func:`visible.for_terminal`), a text arg
-        in quotes (:func:`visible.quoted`), and a name or id in quotes unless it is one plain
+        the model and the app chose escaped once: a text arg, and a refusal's text, in
+        quotes (:func:`visible.quoted`), and a name or id in quotes unless it is one plain
         word (:func:`visible.field`): a tool a model made up, an arg's name it sent to one,
-        a user id holding ``  → 200  […]``, cannot end their field and forge the next."""
+        a user id or a refused value holding ``  → 200  […]``, cannot end their field and
+        forge the next."""
         who = describe(
             field(self.actor),
             None if self.user_id is None else field(self.user_id),
@@ -128,9 +129,10 @@ class AuditRecord:
         )
         args = " ".join(f"{field(k)}={_shown(v)}" for k, v in self.args.items())
         at = self.at.astimezone(UTC)
+        outcome = str(self.status) if self.refusal is None else f"refused: {quoted(self.refusal)}"
         return (
             f"{at:%Y-%m-%d %H:%M:%S}  {field(self.tool)}({args})  {who}"
-            f"  → {for_terminal(self.outcome)}"
+            f"  → {outcome}"
             f"  [{self.duration_ms:.1f} ms, call {field(self.call_id)}]"
         )
 

@@ -99,6 +99,41 @@ def test_another_users_token_never_acts_for_this_user(served):
     assert s.notes().count(("3", "from alice")) == 1
 
 
+def test_no_mcp_session_is_issued_so_another_users_cannot_be_borrowed(served):
+    """A stateful Streamable HTTP server names a session (``Mcp-Session-Id``) that a second
+    user who learns it might send with their own requests. ``/mcp`` is stateless: it
+    issues none, a session id sent is no one's, and whom a request acts for is its
+    bearer token alone (docs/mcp.md, "One request per call")."""
+    s = served
+    alice, bob = s.alice.token("session-a"), s.bob.token("session-b")
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "alice's", "version": "1"},
+        },
+    }
+    with httpx.Client(verify=TLS, timeout=30) as http:
+        opened = http.post(
+            s.url, json=init, headers={**HEADERS, "Authorization": f"Bearer {alice}"}
+        )
+        assert opened.status_code == 200, opened.text
+        assert "mcp-session-id" not in opened.headers
+        for session in ("alice", "0" * 32, "a" * 32):
+            answer = http.post(
+                s.url,
+                json=tools_call("notes_get", {}, request_id=2),
+                headers={**HEADERS, "Authorization": f"Bearer {bob}", "Mcp-Session-Id": session},
+            )
+            assert answer.status_code == 200, answer.text
+            assert "mcp-session-id" not in answer.headers
+            seen = answer.json()["result"]["structuredContent"]
+            assert seen["user"] == "4" and seen["notes"] == []
+
+
 def test_a_token_for_one_agent_cannot_act_as_another(served):
     s = served
     claude, other = s.alice.token("claude-code"), s.alice.token("other")

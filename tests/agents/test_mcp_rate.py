@@ -140,7 +140,7 @@ def test_a_flood_from_one_grant_runs_nothing_past_the_limit(served, offer, revis
     assert served.audit_rows("flooder") == 5  # and no row was written for a refusal
     # One log line for the whole flood, naming the grant's agent and user.
     [line] = [r.getMessage() for r in caplog.records if r.name == "rastrillo.mcp"]
-    assert "agent flooder for user 3" in line and "over 5 in a minute" in line
+    assert "agent flooder for user '3'" in line and "over 5 in a minute" in line
     # The user's other agent, and another user, have limits of their own.
     assert not any(r.is_error for r in run(served, other_agent, 5, revision=revision))
     assert not any(r.is_error for r in run(served, bobs, 5, revision=revision))

@@ -86,7 +86,7 @@ class Server:
             conn.execute(update(table).where(where).values(info=json.dumps(info)))
         return client_id
 
-    def authorize(self, client_id: str, **params: str | None) -> httpx.Response:
+    def authorize(self, client_id: str, **params: str | list[str] | None) -> httpx.Response:
         query = {
             "response_type": "code",
             "client_id": client_id,
@@ -128,10 +128,12 @@ class Server:
         assert done.status_code == 303, done.text
         return query_of(done.headers["location"])["code"]
 
-    def token(self, **data: str) -> httpx.Response:
+    def token(self, **data: str | list[str]) -> httpx.Response:
         return self.http.post(OAUTH_TOKEN_PATH, data=data)
 
-    def exchange(self, client_id: str, code: str, verifier: str, **extra: str) -> httpx.Response:
+    def exchange(
+        self, client_id: str, code: str, verifier: str, **extra: str | list[str]
+    ) -> httpx.Response:
         data = {
             "grant_type": "authorization_code",
             "code": code,
@@ -150,9 +152,11 @@ class Server:
         assert response.status_code == 200, response.text
         return client_id, response.json()
 
-    def refresh(self, client_id: str, refresh_token: str) -> httpx.Response:
+    def refresh(
+        self, client_id: str, refresh_token: str, **extra: str | list[str]
+    ) -> httpx.Response:
         return self.token(
-            grant_type="refresh_token", refresh_token=refresh_token, client_id=client_id
+            grant_type="refresh_token", refresh_token=refresh_token, client_id=client_id, **extra
         )
 
     def live(self, access_token: str) -> bool:
@@ -820,6 +824,39 @@ def test_resource_must_be_this_apps_mcp_endpoint(server: Server):
     assert refused.json()["error"] == "invalid_target"
     assert server.grants() == []
     assert server.exchange(client_id, code, verifier).status_code == 200  # resource is optional
+
+
+def test_a_resource_named_twice_or_a_refresh_for_another_is_refused(server: Server):
+    """RFC 8707: ``resource`` names the resource a token is for, and may be sent more than
+    once, asking for a token for each. This server issues tokens for its own ``/mcp``
+    only, and the SDK reads one value of a repeated parameter (the last): a request naming
+    another resource and then this one was taken, and its token, which the client meant
+    for both, would be handed to the other resource too, which could replay it here. So
+    ``resource`` sent twice is refused (``invalid_target``) at authorize, at the code's
+    trade and at a refresh, as another resource alone is; a refused refresh spends
+    nothing, and the client's next one, for this resource, works."""
+    client_id = server.register()
+    verifier, challenge = pkce()
+    evil = "https://evil.example/mcp"
+    for twice in ([evil, server.resource], [server.resource, server.resource]):
+        refused = server.authorize(client_id, code_challenge=challenge, resource=twice)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == "invalid_target"
+    assert server.consent_requests() == 0
+    code = server.code(client_id, challenge)
+    refused = server.exchange(client_id, code, verifier, resource=[evil, server.resource])
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_target"
+    assert server.grants() == []
+    traded = server.exchange(client_id, code, verifier)
+    assert traded.status_code == 200, traded.text
+    refresh_token = traded.json()["refresh_token"]
+    for resource in (evil, server.origin, [evil, server.resource]):
+        refused = server.refresh(client_id, refresh_token, resource=resource)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == "invalid_target"
+    again = server.refresh(client_id, refresh_token, resource=server.resource)
+    assert again.status_code == 200, again.text
+    assert len(server.live_grants()) == 1
 
 
 def test_a_refused_authorize_request_is_answered_to_the_person_never_sent_on(server: Server):

@@ -4,7 +4,7 @@ an agent for user 1, and user 1's browser on the page that asks them."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,12 +21,20 @@ from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
 
 @contextlib.contextmanager
 def write_tool_served(
-    folder: Path, path: str, description: str, args: dict[str, str], confirm: str
+    folder: Path,
+    path: str,
+    description: str,
+    args: Mapping[str, str | rastrillo.Arg],
+    confirm: str,
+    ran: list[dict[str, object]] | None = None,
 ) -> Iterator[App]:
-    """An app whose one tool is a write, ``POST path`` (its handle answers ``done``), served."""
+    """An app whose one tool is a write, ``POST path`` (its handle answers ``done``, and
+    adds its ``ctx.args`` to ``ran``), served."""
 
     @require
     def handle(ctx: rastrillo.Context) -> object:
+        if ran is not None:
+            ran.append(dict(ctx.args))
         return ctx.text("done")
 
     defn = ToolDef(
@@ -48,12 +56,14 @@ def write_tool_served(
         yield served
 
 
-def approval_page(browser: Browser, app: App, args: dict[str, str]) -> Page:
+def approval_page(browser: Browser, app: App, args: Mapping[str, object]) -> Page:
     """An agent proposes the app's tool for user 1; user 1's browser opens its approval page
     (scripts off, as the pages must work without them)."""
     session = create_session(app.db, "1")
     [tool] = app.tools
-    call = Call(tool=tool.id, args=args, actor=rastrillo.Actor.agent("helper"), session=session)
+    call = Call(
+        tool=tool.id, args=dict(args), actor=rastrillo.Actor.agent("helper"), session=session
+    )
     with ThreadPoolExecutor(1) as thread:  # Playwright holds an event loop in this one
         refused = thread.submit(dispatch_sync, app, call).exception()
     assert isinstance(refused, ConfirmRequired)

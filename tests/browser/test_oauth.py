@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -42,6 +44,7 @@ from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.browser.hostile import hostile_site, loopback_site
 from tests.browser.test_framing import start_authorization
+from tests.doc_examples import doc_block
 from tests.support import TLS
 
 pytestmark = pytest.mark.browser
@@ -319,6 +322,54 @@ def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_ans
             ) in web, web
 
     anyio.run(scenario)
+
+
+RESTYLED = doc_block("docs/mcp.md", "html", "{{ notice }}")
+"""docs/mcp.md's restyled consent page; with ``{{ notice }}`` taken out, as apps wrote
+one before the notice (showing ``redirect_host`` alone, say)."""
+
+
+@pytest.mark.parametrize("notice", ["{{ notice }}", ""], ids=["shown", "left-out"])
+def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it_goes(
+    notice: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """An app restyles the consent page with its own ``authorize.html``. Before, one that
+    showed ``redirect_host`` alone (as the framework's page did before) dropped the port
+    and the sentence that the client's name is its own claim, the two things that tell a
+    look-alike from the app the person meant. The notice is the framework's, rendered from
+    its templates alone: a page that shows it keeps its own style around it; a page that
+    leaves it out is not shown, the framework's own is, and an error says why."""
+    app_dir = tmp_path / "tickets"
+    shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
+    (app_dir / "templates" / "_rastrillo").mkdir()
+    (app_dir / "templates" / "_rastrillo" / "authorize.html").write_text(
+        RESTYLED.replace("{{ notice }}", notice)
+    )
+    options = load_options(app_dir)
+    options = dataclasses.replace(options, db=str(tmp_path / "tickets.db"), mcp=True)
+
+    async def scenario(app: App) -> str:
+        async with chromium(app) as context:
+            page = await context.new_page()
+            await page.goto(start_authorization(app, "http://127.0.0.1:51234/cb", "Claude Code"))
+            await sign_in_on_the_way(page)
+            await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+            return " ".join((await page.locator("main").inner_text()).split())
+
+    with live_server(options) as app, caplog.at_level(logging.ERROR, "rastrillo.pages.authorize"):
+        text = anyio.run(scenario, app)
+    assert (
+        "That name is its own claim: anyone can register an app under any name, and this "
+        "site has not checked it." in text
+    ), text
+    assert (
+        "your browser goes to 127.0.0.1:51234 (a program on that computer, listening on "
+        "port 51234): that, not the name, is the app you allow." in text
+    ), text
+    assert ("Connect to Harbour Tickets?" in text) == bool(notice), text
+    refused = [r.getMessage() for r in caplog.records if r.name == "rastrillo.pages.authorize"]
+    assert bool(refused) != bool(notice), refused
+    assert all("does not show {{ notice }}" in m for m in refused)
 
 
 def test_the_revoke_button_refuses_the_clients_next_call(app: App, callback: tuple[str, list[str]]):

@@ -139,3 +139,28 @@ def test_call_still_refuses_an_unknown_option_among_its_args(tmp_path, capsys):
         main([*argv, "--user", "1", "--app", str(TICKETS), "--db", str(tmp_path / "app.db")])
     assert exit_.value.code == 2
     assert "unrecognized arguments: --ask" in capsys.readouterr().err
+
+
+def test_call_prints_a_json_body_escaped_once_so_it_parses_back_as_the_value(tmp_path, capsys):
+    """A JSON body already escapes its quotes, backslashes and controls: printed escaped
+    again, ``"say \\"hi\\""`` read ``"say \\\\"hi\\\\""``, which is not what the app
+    returned. It is printed as its value's JSON, JSON's escapes the one escaping, and what
+    JSON leaves and a terminal must not show (a line separator, a look-alike) as JSON
+    escapes too: the line parses back to exactly what the app returned."""
+    value = {"note": 'say "hi" \\x1b \x1b \u2028 p\u0430ypal', "n": [1.5, -0.0, 10**20]}
+    echo = f"""
+        import rastrillo
+
+        TOOL = rastrillo.Tool(description="Echo.")
+
+
+        def handle(ctx):
+            return ctx.json({value!r})
+    """
+    app = write_app(tmp_path / "app", {"echo.GET.py": echo})
+    argv = ["tools", "call", "echo_get", "--as", "bot", "--user", "1", "--app", str(app)]
+    assert main(argv) == 0
+    status, body = capsys.readouterr().out.splitlines()
+    assert status == "200"
+    assert json.loads(body) == value
+    assert '"say \\"hi\\" \\\\x1b \\u001b \\u2028 p\\u0430ypal"' in body

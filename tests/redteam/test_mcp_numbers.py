@@ -1,5 +1,6 @@
-"""JSON numbers over ``/mcp`` reach dispatch as the model wrote them, and are held to the
-arg's declared type there (docs/agents.md, "Dispatch: JSON values, no coercion").
+"""JSON numbers and texts over ``/mcp`` reach dispatch as the model wrote them, and are
+held to the arg's declared type there (docs/agents.md, "Dispatch: JSON values, no
+coercion"); a text's length is its code points, there as from a form.
 
 The SDK parses a request with its own JSON parser (jiter), not Python's ``json``: it reads
 ``NaN`` and ``Infinity``, keeps ``2.0`` a float, and reads integers of up to 4,300 digits.
@@ -8,6 +9,7 @@ Whatever it makes of a number, dispatch takes only what a browser's form could a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 
 from rastrillo.agents import grants
 from rastrillo.testing import TestApp
+from rastrillo.tools import audit
 from tests.support import write_app
 
 ECHO = """
@@ -23,6 +26,7 @@ import rastrillo
 TOOL = rastrillo.Tool(description="Echo the typed args.", args={
     "n": rastrillo.Arg("an integer", type=int, required=False),
     "f": rastrillo.Arg("a number", type=float, required=False),
+    "s": rastrillo.Arg("a text", required=False, max_length=4),
 })
 
 
@@ -113,3 +117,57 @@ def test_a_number_of_the_args_type_reaches_the_handler_as_that_value(
     result = call(echo, arguments)
     assert result["isError"] is False, result
     assert result["structuredContent"] == seen
+
+
+FOUR = "\U0001f600" * 4
+"""Four code points, eight UTF-16 units (JavaScript's ``length``)."""
+
+
+@pytest.mark.parametrize(
+    ("text", "taken"),
+    [
+        (FOUR, True),
+        (FOUR + "a", False),
+        ("e\u0301" * 2, True),  # two letters, four code points: each accent counts
+        ("e\u0301" * 2 + "e", False),
+    ],
+    ids=["4-emoji", "5", "2-accented", "5-code-points"],
+)
+def test_a_strings_length_is_its_code_points_over_mcp_and_from_a_form(
+    echo: tuple[TestApp, dict[str, str]], text: str, taken: bool
+) -> None:
+    """``max_length`` counts characters as JSON Schema does, code points (docs/agents.md,
+    "Typed args"): an emoji is one, not JavaScript's two UTF-16 units, and a letter
+    written with a combining accent is two. A call over ``/mcp``, its text as raw UTF-8
+    or as JSON's surrogate-pair escapes, and a browser's form get the same answer."""
+    t, _ = echo
+    for arguments in (
+        json.dumps({"s": text}, ensure_ascii=False),
+        json.dumps({"s": text}),  # \ud83d\ude00 …
+    ):
+        result = call(echo, arguments)
+        assert result["isError"] is not taken, result
+        if taken:
+            assert result["structuredContent"] == {"s": [repr(text), "str"]}
+    from_form = t.client.get("/echo", params={"s": text})
+    assert (from_form.status_code == 200) is taken, from_form.text
+
+
+def test_a_lone_surrogate_is_refused_before_any_tool_runs(
+    echo: tuple[TestApp, dict[str, str]],
+) -> None:
+    """Half of a surrogate pair is no character and cannot be written as UTF-8 (to a form
+    body, an audit row): the SDK's JSON parser refuses the request whole, a JSON-RPC parse
+    error, and no tool runs or is recorded."""
+    t, headers = echo
+    audit.flush(t.db)
+    before = audit.latest(t.db, limit=1)
+    for half in ("\\ud83d", "\\ude00", "\\ud83d\\u0041"):
+        body = (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+            '"params":{"name":"echo_get","arguments":{"s":"' + half + '"}}}'
+        )
+        answer = t.client.post("/mcp", content=body.encode(), headers=headers)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == -32700
+    assert audit.latest(t.db, limit=1) == before  # no row since

@@ -88,9 +88,16 @@ PIECES = st.sampled_from(
         "(?=a)",
         "(?!0)",
         "(?<=a)",
+        "[\U0001f600]",
+        "[^\U0001f600]",
     ]
 )
-ALPHABET = "a0-$\\.b1 \t\n\r\x0b\x0c\x85\xa0\u2028\u2029\ufeff\u3000\u0661\u0662éß_A"
+ALPHABET = (
+    "a0-$\\.b1 \t\n\r\x0b\x0c\x85\xa0\u2028\u2029\ufeff\u3000\u0661\u0662éß_A"
+    "\u0301\U0001f600"  # a combining accent; an emoji, two UTF-16 units, one code point
+)
+"""What values are made of. JSON Schema reads a pattern as ECMA-262 does with the u flag
+(as Ajv compiles it), over code points: ``.`` takes one emoji, as Python's ``re`` does."""
 
 
 def _ecma(pattern: str) -> regress.Regex | None:

@@ -30,6 +30,7 @@ from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
 from tests.support import LogSeen, until
+from tests.test_visible import read_back
 from tests.tools._tools_app import Fixture, build
 
 AGENT = rastrillo.Actor.agent("concierge")
@@ -355,7 +356,7 @@ def test_tools_call_and_audit_from_the_command_line(tickets, capsys):
     assert main(["audit", "--limit", "3", *app]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3
-    assert "refused: ApprovalInvalid" in lines[0]
+    assert 'refused: "ApprovalInvalid: ' in lines[0]
     assert "agent:cli for user 1, approved by user 1 at" in lines[1] and "→ 200" in lines[1]
 
 
@@ -369,9 +370,9 @@ def test_tools_call_types_each_value_by_its_declaration(tickets, capsys):
         assert "arg 'quantity': must be an integer from 1 to 10" in capsys.readouterr().err
     orders = ["tools", "call", "orders_get", "--as", "cli", "--user", "1", *app]
     assert main([*orders[:3], "status=held", *orders[3:]]) == 0
-    assert capsys.readouterr().out == '200\n{"orders":[]}\n'
+    assert capsys.readouterr().out == '200\n{"orders": []}\n'
     assert main([*orders[:3], "status=", *orders[3:]]) == 0  # empty: left out, every order
-    assert '"status":"paid"' in capsys.readouterr().out
+    assert '"status": "paid"' in capsys.readouterr().out
 
 
 def test_audit_prints_model_chosen_text_escaped_one_line_per_row(tickets, capsys):
@@ -442,6 +443,28 @@ def test_a_tool_name_or_a_user_id_cannot_forge_the_fields_of_a_row(f):
         assert fields[1] == "me_get" or re.sub(r"\\(.)", r"\1", fields[1][1:-1]) == tool
         if row.user_id is not None:
             assert re.sub(r"\\(.)", r"\1", fields[3][1:-1]) == user
+
+
+def test_a_refusals_text_cannot_end_the_row_and_forge_its_tail(tickets, capsys):
+    """A refusal quotes what the model sent (an unknown tool's name, cut to 40 characters):
+    printed bare at the end of the row, a name holding ``  [1.0 ms, call x]`` forged the
+    row's tail, and a second call id. The refusal is quoted, as a text arg is, so the row
+    ends where its quotes do and the quoted text reads back as the refusal kept."""
+    app = rastrillo.handler(load_options(tickets))
+    forged = 'x"  [1.0 ms, call forged]'
+    with contextlib.suppress(ToolError):
+        run(app, app.options.tools, Call(tool=forged, args={}, actor=AGENT, call_id="real"))
+    audit.flush(app.db)
+    [row] = audit.latest(app.db)
+    assert main(["audit", "--app", str(tickets)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    fields = re.fullmatch(
+        rf"\S+ \S+  {QUOTED}\(\)  agent:concierge  \u2192 refused: ({QUOTED})"
+        r"  \[\d+\.\d ms, call real\]",
+        line,
+    )
+    assert fields is not None, line
+    assert read_back(fields[1][1:-1].replace('\\"', '"')) == row.refusal
 
 
 def test_tools_call_usage_errors(tickets, capsys):
