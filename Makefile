@@ -59,10 +59,14 @@ check: $(VENV)/.deps
 	$(BIN)/mypy
 	@for app in $(dir $(EXAMPLES)); do echo "generate --check $$app"; $(BIN)/rastrillo generate --check $$app || exit 1; done
 
-# `make -j2 test` (as .ci/run does) installs Debian's packages (one apt-get run, for what
-# is missing) and then the TypeScript SDK while uv installs the venv, collects the suite
-# while `make check` runs, and starts the suite as soon as it is collected: mypy's last
-# seconds run beside the workers' start, not before it. `make test` fails if either does.
+# Two jobs at a time, so that `make test` (not only `make -j2 test`) installs Debian's
+# packages (one apt-get run, for what is missing) and then the TypeScript SDK while uv
+# installs the venv, collects the suite while `make check` runs, and starts the suite as
+# soon as it is collected: mypy's last seconds run beside the workers' start, not before
+# it (one after another, `make check` and the SDK's `npm ci` came before the first test).
+# `make test` fails if either fails.
+MAKEFLAGS += --jobs=2
+
 test: check suite
 
 suite: ts-sdk collected

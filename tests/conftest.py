@@ -35,7 +35,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 POSTGRES_URL_ENV = "RASTRILLO_TEST_POSTGRES_URL"
-BROWSER_TESTS = "tests/browser/"
+TOGETHER = {
+    # the browser modules: one Playwright driver (tests/browser/conftest.py)
+    "tests/browser/": "tests/browser/",
+    # the two that import the Anthropic and OpenAI SDKs (about 3 s of CPU a process, and on
+    # a fresh clone their first import compiles them too): imported once
+    "tests/registry/test_schemas.py": "provider SDKs",
+    "tests/docs/test_agents_fragments.py": "provider SDKs",
+}
 
 
 @contextlib.contextmanager
@@ -111,20 +118,22 @@ def serve() -> Iterator:
             server.process.wait()
 
 
-class _BrowsersTogether(LoadScopeScheduling):
-    """``make test``'s ``--dist loadscope``, the browser modules one unit of work: one worker
-    runs them one after another on one Playwright driver (tests/browser/conftest.py), where
-    each module's worker started a driver of its own."""
+class _Together(LoadScopeScheduling):
+    """``make test``'s ``--dist loadscope``, where the modules under one key of ``TOGETHER``
+    are one unit of work: one worker runs them one after another and pays once for what
+    they share (Playwright's driver, the providers' SDKs), where each module's worker paid
+    for it again."""
 
     def _split_scope(self, nodeid: str) -> str:
-        if nodeid.startswith(BROWSER_TESTS):
-            return BROWSER_TESTS
+        for start, scope in TOGETHER.items():
+            if nodeid.startswith(start):
+                return scope
         return super()._split_scope(nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
-    return _BrowsersTogether(config, log) if config.getvalue("dist") == "loadscope" else None
+    return _Together(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
