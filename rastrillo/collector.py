@@ -2,7 +2,7 @@
 
 Rendering a large registry's schemas, or parsing and rendering a large app's actions,
 allocates tens of thousands of containers that hold no reference cycle and stay alive until
-the work returns. Each few thousand of them set off a collection, and the survivors count
+the work returns. Every 700 of them set off a young collection, whose survivors count
 towards a full one, which walks every object in the process: in a process whose start-up
 heap is not frozen (``gc.freeze``, as ``rastrillo serve`` does), as much time as the work
 itself (docs/performance.md, "Schemas"). Paused, the burst costs one young collection after

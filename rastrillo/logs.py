@@ -141,6 +141,11 @@ class OneLineFilter(logging.Filter):
             shown = tuple(_shown(v) for v in args)
         template = for_terminal(str(record.msg))
         escaped = template if shown is None else template % shown
+        if shown is not None and for_terminal(escaped) != escaped.replace("\\", "\\\\"):
+            # What the parts did not show alone, put together: a number written with %c
+            # (an ESC), a Cyrillic letter an argument brings into the template's Latin
+            # word ("p%sypal"). Escaped whole then, its escapes' backslashes doubled.
+            escaped = for_terminal(escaped)
         # Left as it is when nothing needed escaping: what else reads the record (a
         # handler of the app's) still finds its template and arguments.
         if escaped != record.getMessage():

@@ -33,9 +33,8 @@ from datetime import UTC, datetime
 from itertools import compress
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import sqlparse
 from sqlalchemy import (
     Boolean,
     ClauseElement,
@@ -60,7 +59,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.result import result_tuple
 from sqlalchemy.exc import (
@@ -81,6 +80,10 @@ from sqlalchemy.types import TypeEngine
 
 from rastrillo.clock import SYSTEM_CLOCK, Clock, as_instant
 from rastrillo.errors import ConfigError, Problem, RastrilloError
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql
+    from sqlparse.sql import Statement
 
 
 class Instant(TypeDecorator[datetime]):
@@ -972,16 +975,22 @@ def split_sql(script: str) -> list[str]:
     trigger's ``BEGIN … END`` does not end a statement. A piece holding only
     comments is dropped. The statements are split as ``sqlparse.parse`` splits them, but
     not grouped into clauses, which nothing here reads: a third of the parse's time.
+    sqlparse is imported here, when a migration is applied: a start on a database already
+    migrated (a restart, a wake from zero) needs none of it.
     """
+    import sqlparse
+
     statements = sqlparse.engine.FilterStack().run(script)
     return [str(s).strip() for s in statements if _has_code(s)]
 
 
-def _has_code(statement: sqlparse.sql.Statement) -> bool:
+def _has_code(statement: Statement) -> bool:
+    from sqlparse.tokens import Comment, Punctuation
+
     return any(
         not token.is_whitespace
-        and token.ttype not in sqlparse.tokens.Comment
-        and not (token.ttype is sqlparse.tokens.Punctuation and token.value == ";")
+        and token.ttype not in Comment
+        and not (token.ttype is Punctuation and token.value == ";")
         for token in statement.flatten()
     )
 
@@ -1052,7 +1061,13 @@ def upsert(
     statement, on SQLite and PostgreSQL alike, so no reader ever sees the row
     missing and two writers never both insert. True when a row was written.
     """
-    insert = sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert
+    insert: Callable[[Table], sqlite.Insert | postgresql.Insert]
+    if conn.dialect.name == "sqlite":
+        insert = sqlite.insert
+    else:  # imported here: PostgreSQL's dialect is a tenth of a second of a SQLite app's start
+        from sqlalchemy.dialects import postgresql
+
+        insert = postgresql.insert
     statement = insert(table).values(**values)
     statement = statement.on_conflict_do_update(
         index_elements=list(key),

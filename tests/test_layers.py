@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from graphlib import CycleError, TopologicalSorter
@@ -119,6 +120,40 @@ def test_the_pure_packages_import_only_pure_ones() -> None:
     assert "collector" not in graph  # the standard library alone
 
 
+def drawn_rows() -> list[set[str]]:
+    """The layers as docs/architecture.md draws them, bottom row first: each row the
+    packages (``tools/``) and modules (``app.py``) its line starts with."""
+    text = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    rows = []
+    for line in block.splitlines():
+        names = []
+        for word in line.split() if line[:1].strip() else []:
+            if not re.fullmatch(r"[a-z_]+(?:\.py|/)", word):
+                break
+            names.append(word.removesuffix(".py").removesuffix("/"))
+        if names:
+            rows.append(set(names))
+    return rows[::-1]
+
+
+def test_the_drawn_layers_are_the_imports() -> None:
+    """Every package is drawn once, and imports nothing drawn above its own row: the
+    picture a newcomer reads is the code's."""
+    rows = drawn_rows()
+    row_of = {name: i for i, row in enumerate(rows) for name in row}
+    assert sum(len(row) for row in rows) == len(row_of), "a package drawn twice"
+    graph = package_graph()
+    assert set(row_of) == set(graph) | {t for targets in graph.values() for t in targets}
+    above = {
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if row_of[target] > row_of[name]
+    }
+    assert not above
+
+
 def test_a_command_builds_and_imports_no_other_command(capsys) -> None:
     code = (
         "import sys\nfrom rastrillo.cli.main import build_parser, _command\n"
@@ -172,3 +207,36 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
         "urllib.parse",
     }
     assert not loaded & lazy
+
+
+FIRST_USE_ONLY = ("argon2", "sqlparse", "sqlalchemy.dialects.postgresql")
+"""Imported at the first use, never at start: the password hashing (a sign-in), the
+migration splitter (a migration to apply), PostgreSQL's dialect (a PostgreSQL database)."""
+
+
+def test_a_sqlite_app_restarted_serves_its_first_page_without_what_it_does_not_use(
+    tmp_path,
+) -> None:
+    """The tickets demo, started again on its migrated SQLite database, serves a page as a
+    restart or a wake from zero would, loading none of `FIRST_USE_ONLY`; its first start
+    (the migrations) and a sign-in load what each needs."""
+    tickets = Path(__file__).resolve().parent.parent / "examples" / "tickets"
+    start = (
+        "import sys\nfrom pathlib import Path\nfrom rastrillo.testing import TestApp\n"
+        f"t = TestApp(Path({str(tickets)!r}), Path({str(tmp_path)!r}))\n"
+        "assert t.client.get('/events/1').status_code == 200\n"
+        "print(sorted(sys.modules))\n"
+        "form = {'email': 'alice@example.com', 'password': 'tickets-demo'}\n"
+        "assert t.client.post('/signin', data=form, follow_redirects=False).status_code == 303\n"
+        "print(sorted(sys.modules))\n"
+    )
+    loaded = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", start], check=True, capture_output=True, text=True
+        ).stdout
+        loaded.append([set(ast.literal_eval(line)) for line in out.splitlines()[-2:]])
+    (first_page, _), (page_again, signed_in) = loaded
+    assert "sqlparse" in first_page  # the demo's migrations, applied at its first start
+    assert not page_again & set(FIRST_USE_ONLY)
+    assert "argon2" in signed_in

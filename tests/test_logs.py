@@ -122,6 +122,19 @@ def test_a_record_with_nothing_to_escape_keeps_its_template_and_arguments() -> N
     assert (hostile.msg, hostile.args) == ("got \\x1b", None)
 
 
+def test_what_the_parts_of_a_message_show_only_together_is_escaped_too() -> None:
+    """Each part escaped alone can miss what only the whole shows: a number written with
+    ``%c`` is a character (an ESC), and a Cyrillic a alone reads as written but, put into
+    the template's Latin word, passes for an ASCII one. The whole is escaped then."""
+    for template, args, shown in (
+        ("key %c pressed", (27,), "key \\x1b pressed"),
+        ("pay p%sypal.com", ("\u0430",), "pay p\\u0430ypal.com"),
+    ):
+        record = logging.LogRecord("x", logging.WARNING, __file__, 1, template, args, None)
+        assert OneLineFilter().filter(record)
+        assert record.getMessage() == shown
+
+
 FORGED = "1999-12-31 23:59:59,999 ERROR rastrillo.app forged record"
 HOSTILE = f"\n{FORGED}\r\x1b[2J\x9b2J\x85{FORGED}\u2028{FORGED}"
 CONTINUATION = "  | "

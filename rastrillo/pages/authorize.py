@@ -23,7 +23,8 @@ starts without it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -158,7 +159,7 @@ def _with_notice(
     error logged: an app's restyled page must not let a person allow a client without
     reading whose claim its name is and where the answer goes."""
     page = ctx.render(_TEMPLATE, status=status, notice=notice, **context)
-    if notice in bytes(page.body).decode():
+    if _shows(bytes(page.body).decode(), notice):
         return page
     log.error(
         "templates/%s does not show {{ notice }} (what the person allows: the client's "
@@ -168,6 +169,73 @@ def _with_notice(
     )
     html = own.get_template(_TEMPLATE).render(ctx=ctx, notice=notice, **context)
     return HTMLResponse(html, status_code=status)
+
+
+_UNSHOWN = frozenset(
+    {"head", "title", "script", "style", "template", "noscript", "textarea", "select", "iframe"}
+)
+"""Elements whose content a browser does not show as the page's markup."""
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+)
+_OPENS = '<div class="consent-notice">'
+"""How the notice's markup begins (``_rastrillo/consent_notice.html``)."""
+
+
+def _shows(html: str, notice: str) -> bool:
+    """Whether ``html`` shows ``notice`` whole where a person sees it: not in a comment, not
+    in an element whose content is not shown (``<template>``, ``<noscript>``,
+    ``<textarea>`` …), not under one with the ``hidden`` attribute. Commented out, say, it
+    would be in the page's text and not on the screen. (What the app's CSS hides, no
+    reading of the markup can tell.)"""
+    at = set(_find_all(html, notice))
+    if not at:
+        return False
+    finder = _Finder(shift=notice.index(_OPENS))
+    finder.feed(html)
+    finder.close()
+    return bool(at & finder.shown)
+
+
+def _find_all(text: str, part: str) -> Iterator[int]:
+    i = text.find(part)
+    while i >= 0:
+        yield i
+        i = text.find(part, i + 1)
+
+
+class _Finder(HTMLParser):
+    """Reads a page, noting where each ``<div class="consent-notice">`` that a person would
+    see begins, less ``shift`` (where the notice's text begins)."""
+
+    def __init__(self, shift: int) -> None:
+        super().__init__(convert_charrefs=True)
+        self._shift = shift
+        self.shown: set[int] = set()
+        self._open: list[tuple[str, bool]] = []  # each open element: its tag, whether it hides
+        self._lines = [0]
+
+    def feed(self, data: str) -> None:
+        self._lines = [0, *(i + 1 for i, c in enumerate(data) if c == "\n")]
+        super().feed(data)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        hides = (
+            tag in _UNSHOWN
+            or any(name == "hidden" for name, _ in attrs)
+            or (bool(self._open) and self._open[-1][1])
+        )
+        if not hides and tag == "div" and attrs == [("class", "consent-notice")]:
+            line, column = self.getpos()
+            self.shown.add(self._lines[line - 1] + column - self._shift)
+        if tag not in _VOID:
+            self._open.append((tag, hides))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self._open) - 1, -1, -1):
+            if self._open[i][0] == tag:
+                del self._open[i:]
+                return
 
 
 def _gone(ctx: Context) -> Response:

@@ -20,15 +20,26 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
-
 from rastrillo.sessions import throttle
 
 if TYPE_CHECKING:
+    from argon2 import PasswordHasher
+
     from rastrillo.context import Context
 
-_hasher = PasswordHasher()
+_hasher: PasswordHasher | None = None
+
+
+def _argon2() -> PasswordHasher:
+    """argon2's hasher, made at the first hash or check: a start and most requests need
+    none, and importing argon2 is a tenth of the framework's import. (Two threads may
+    both make one: it holds only its parameters.)"""
+    global _hasher
+    if _hasher is None:
+        from argon2 import PasswordHasher
+
+        _hasher = PasswordHasher()
+    return _hasher
 
 
 class Turns:
@@ -71,16 +82,20 @@ password. Each process (``--workers N``) has its own."""
 
 def hash_password(password: str) -> str:
     """An argon2id hash of ``password``, with its salt and parameters, for the users table."""
+    hasher = _argon2()
     with ARGON2.turn():
-        return _hasher.hash(password)
+        return hasher.hash(password)
 
 
 def verify_password(password_hash: str | None, password: str) -> bool:
     """Whether ``password`` matches; None (no such account) is checked against a dummy hash."""
     dummy = _dummy_hash()  # made once per process, whichever attempt comes first
+    hasher = _argon2()
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
         with ARGON2.turn():
-            matched = _hasher.verify(password_hash or dummy, password)
+            matched = hasher.verify(password_hash or dummy, password)
     except (VerificationError, InvalidHashError):
         return False
     return matched and password_hash is not None
@@ -88,7 +103,7 @@ def verify_password(password_hash: str | None, password: str) -> bool:
 
 def needs_rehash(password_hash: str) -> bool:
     """Whether a stored hash uses weaker parameters than today's; rehash at the next sign-in."""
-    return _hasher.check_needs_rehash(password_hash)
+    return _argon2().check_needs_rehash(password_hash)
 
 
 def check_password(ctx: Context, account: str, password: str, password_hash: str | None) -> bool:

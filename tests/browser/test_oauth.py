@@ -329,16 +329,29 @@ RESTYLED = doc_block("docs/mcp.md", "html", "{{ notice }}")
 one before the notice (showing ``redirect_host`` alone, say)."""
 
 
-@pytest.mark.parametrize("notice", ["{{ notice }}", ""], ids=["shown", "left-out"])
+@pytest.mark.parametrize(
+    ("notice", "kept"),
+    [
+        ("{{ notice }}", True),
+        ("", False),
+        ("<!-- {{ notice }} -->", False),
+        ("<template>{{ notice }}</template>", False),
+        ("<div hidden>{{ notice }}</div>", False),
+        ('<div class="consent-notice">Trust us.</div><!-- {{ notice }} -->', False),
+    ],
+    ids=["shown", "left-out", "commented-out", "in-a-template", "hidden", "a-decoy"],
+)
 def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it_goes(
-    notice: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    notice: str, kept: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
     """An app restyles the consent page with its own ``authorize.html``. Before, one that
     showed ``redirect_host`` alone (as the framework's page did before) dropped the port
     and the sentence that the client's name is its own claim, the two things that tell a
     look-alike from the app the person meant. The notice is the framework's, rendered from
     its templates alone: a page that shows it keeps its own style around it; a page that
-    leaves it out is not shown, the framework's own is, and an error says why."""
+    leaves it out, or puts it where a person would not see it (commented out, in a
+    ``<template>``, under ``hidden``), is not shown, the framework's own is, and an error
+    says why."""
     app_dir = tmp_path / "tickets"
     shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
     (app_dir / "templates" / "_rastrillo").mkdir()
@@ -366,9 +379,9 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
         "your browser goes to 127.0.0.1:51234 (a program on that computer, listening on "
         "port 51234): that, not the name, is the app you allow." in text
     ), text
-    assert ("Connect to Harbour Tickets?" in text) == bool(notice), text
+    assert ("Connect to Harbour Tickets?" in text) == kept, text
     refused = [r.getMessage() for r in caplog.records if r.name == "rastrillo.pages.authorize"]
-    assert bool(refused) != bool(notice), refused
+    assert bool(refused) != kept, refused
     assert all("does not show {{ notice }}" in m for m in refused)
 
 
