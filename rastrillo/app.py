@@ -109,7 +109,7 @@ class App:
             import rastrillo.agents.tables  # noqa: F401
 
             framework_routes += agents_routes(self.origin + MCP_PATH)
-            framework_routes += authorize_routes(self.origin, options.tools)
+            framework_routes += authorize_routes(self.origin, options.tools, self.templates)
             self._agents = AgentEndpoints(self._build_agents)
         if console.enabled(options.console):
             framework_routes += console.console_routes(self, options.tools)

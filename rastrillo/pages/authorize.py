@@ -23,8 +23,7 @@ starts without it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from html.parser import HTMLParser
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -35,6 +34,7 @@ from starlette.responses import HTMLResponse, Response
 from rastrillo import visible
 from rastrillo.agents import grants
 from rastrillo.context import Context
+from rastrillo.logs import Repeats
 from rastrillo.registry.declare import ToolDef, ToolWrite
 from rastrillo.routing import CONSENT_PATH, Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require, sign_in_url, signed_in_recently
@@ -50,13 +50,16 @@ _TEMPLATE = "_rastrillo/authorize.html"
 log = logging.getLogger(__name__)
 
 
-def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
-    """The consent page's routes for an app whose origin (the OAuth issuer) is ``issuer``."""
+def authorize_routes(issuer: str, tools: Sequence[ToolDef], templates: Environment) -> list[Route]:
+    """The consent page's routes for an app whose origin (the OAuth issuer) is ``issuer``
+    and whose pages ``templates`` renders."""
     reads = [t for t in tools if t.access != ToolWrite]
     writes = [t for t in tools if t.access == ToolWrite]
     # The framework's own templates alone: the notice, and the page shown when an app's
-    # restyled one leaves the notice out, are never the app's.
-    own = Environment(loader=PackageLoader("rastrillo", "templates"), autoescape=True)
+    # restyled one leaves the notice out, are never the app's. (An overlay: the app's
+    # globals, its console link say, stay.)
+    own = templates.overlay(loader=PackageLoader("rastrillo", "templates"))
+    left_out = Repeats()  # the app's page that leaves the notice out: logged once a window
 
     def page(
         ctx: Context,
@@ -81,6 +84,7 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
         return _with_notice(
             ctx,
             own,
+            left_out,
             status=status or (400 if error else 200),
             notice=notice,
             # The access outlives the session that allows it: only a recent sign-in may.
@@ -153,89 +157,32 @@ def authorize_routes(issuer: str, tools: Sequence[ToolDef]) -> list[Route]:
 
 
 def _with_notice(
-    ctx: Context, own: Environment, *, status: int, notice: Markup, **context: Any
+    ctx: Context,
+    own: Environment,
+    left_out: Repeats,
+    *,
+    status: int,
+    notice: Markup,
+    **context: Any,
 ) -> Response:
-    """The consent page, if it shows ``notice`` whole; else the framework's own, and an
-    error logged: an app's restyled page must not let a person allow a client without
-    reading whose claim its name is and where the answer goes."""
+    """The consent page, if it holds ``notice`` whole; else the framework's own, and an
+    error logged: a restyled page that forgot the notice must not let a person allow a
+    client without reading whose claim its name is and where the answer goes. (The app
+    writes its template and its CSS: this catches a notice left out, not one hidden.)"""
     page = ctx.render(_TEMPLATE, status=status, notice=notice, **context)
-    if _shows(bytes(page.body).decode(), notice):
+    if notice in bytes(page.body).decode():
         return page
-    log.error(
-        "templates/%s does not show {{ notice }} (what the person allows: the client's "
-        "name is its own claim, and where the answer goes): the framework's own consent "
-        "page was shown instead",
-        _TEMPLATE,
-    )
+    due = left_out.due(_TEMPLATE, ctx.db.clock.monotonic())
+    if due is not None:
+        log.error(
+            "templates/%s does not show {{ notice }} (what the person allows: the client's "
+            "name is its own claim, and where the answer goes): the framework's own consent "
+            "page was shown instead%s",
+            _TEMPLATE,
+            due.since("pages", "like it", "like it"),
+        )
     html = own.get_template(_TEMPLATE).render(ctx=ctx, notice=notice, **context)
     return HTMLResponse(html, status_code=status)
-
-
-_UNSHOWN = frozenset(
-    {"head", "title", "script", "style", "template", "noscript", "textarea", "select", "iframe"}
-)
-"""Elements whose content a browser does not show as the page's markup."""
-_VOID = frozenset(
-    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
-)
-_OPENS = '<div class="consent-notice">'
-"""How the notice's markup begins (``_rastrillo/consent_notice.html``)."""
-
-
-def _shows(html: str, notice: str) -> bool:
-    """Whether ``html`` shows ``notice`` whole where a person sees it: not in a comment, not
-    in an element whose content is not shown (``<template>``, ``<noscript>``,
-    ``<textarea>`` …), not under one with the ``hidden`` attribute. Commented out, say, it
-    would be in the page's text and not on the screen. (What the app's CSS hides, no
-    reading of the markup can tell.)"""
-    at = set(_find_all(html, notice))
-    if not at:
-        return False
-    finder = _Finder(shift=notice.index(_OPENS))
-    finder.feed(html)
-    finder.close()
-    return bool(at & finder.shown)
-
-
-def _find_all(text: str, part: str) -> Iterator[int]:
-    i = text.find(part)
-    while i >= 0:
-        yield i
-        i = text.find(part, i + 1)
-
-
-class _Finder(HTMLParser):
-    """Reads a page, noting where each ``<div class="consent-notice">`` that a person would
-    see begins, less ``shift`` (where the notice's text begins)."""
-
-    def __init__(self, shift: int) -> None:
-        super().__init__(convert_charrefs=True)
-        self._shift = shift
-        self.shown: set[int] = set()
-        self._open: list[tuple[str, bool]] = []  # each open element: its tag, whether it hides
-        self._lines = [0]
-
-    def feed(self, data: str) -> None:
-        self._lines = [0, *(i + 1 for i, c in enumerate(data) if c == "\n")]
-        super().feed(data)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        hides = (
-            tag in _UNSHOWN
-            or any(name == "hidden" for name, _ in attrs)
-            or (bool(self._open) and self._open[-1][1])
-        )
-        if not hides and tag == "div" and attrs == [("class", "consent-notice")]:
-            line, column = self.getpos()
-            self.shown.add(self._lines[line - 1] + column - self._shift)
-        if tag not in _VOID:
-            self._open.append((tag, hides))
-
-    def handle_endtag(self, tag: str) -> None:
-        for i in range(len(self._open) - 1, -1, -1):
-            if self._open[i][0] == tag:
-                del self._open[i:]
-                return
 
 
 def _gone(ctx: Context) -> Response:

@@ -329,37 +329,25 @@ RESTYLED = doc_block("docs/mcp.md", "html", "{{ notice }}")
 one before the notice (showing ``redirect_host`` alone, say)."""
 
 
-@pytest.mark.parametrize(
-    ("notice", "kept"),
-    [
-        ("{{ notice }}", True),
-        ("", False),
-        ("<!-- {{ notice }} -->", False),
-        ("<template>{{ notice }}</template>", False),
-        ("<div hidden>{{ notice }}</div>", False),
-        ('<div class="consent-notice">Trust us.</div><!-- {{ notice }} -->', False),
-    ],
-    ids=["shown", "left-out", "commented-out", "in-a-template", "hidden", "a-decoy"],
-)
+@pytest.mark.parametrize("kept", [True, False], ids=["shown", "left-out"])
 def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it_goes(
-    notice: str, kept: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kept: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
     """An app restyles the consent page with its own ``authorize.html``. Before, one that
     showed ``redirect_host`` alone (as the framework's page did before) dropped the port
     and the sentence that the client's name is its own claim, the two things that tell a
     look-alike from the app the person meant. The notice is the framework's, rendered from
     its templates alone: a page that shows it keeps its own style around it; a page that
-    leaves it out, or puts it where a person would not see it (commented out, in a
-    ``<template>``, under ``hidden``), is not shown, the framework's own is, and an error
-    says why."""
+    leaves it out is not shown, the framework's own is (with the app's console link, as
+    its other pages have it), and an error says why."""
     app_dir = tmp_path / "tickets"
     shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
     (app_dir / "templates" / "_rastrillo").mkdir()
     (app_dir / "templates" / "_rastrillo" / "authorize.html").write_text(
-        RESTYLED.replace("{{ notice }}", notice)
+        RESTYLED if kept else RESTYLED.replace("{{ notice }}", "")
     )
     options = load_options(app_dir)
-    options = dataclasses.replace(options, db=str(tmp_path / "tickets.db"), mcp=True)
+    options = dataclasses.replace(options, db=str(tmp_path / "tickets.db"), mcp=True, console=True)
 
     async def scenario(app: App) -> str:
         async with chromium(app) as context:
@@ -367,6 +355,8 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
             await page.goto(start_authorization(app, "http://127.0.0.1:51234/cb", "Claude Code"))
             await sign_in_on_the_way(page)
             await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+            if not kept:
+                await expect(page.get_by_role("link", name="Tool console")).to_be_visible()
             return " ".join((await page.locator("main").inner_text()).split())
 
     with live_server(options) as app, caplog.at_level(logging.ERROR, "rastrillo.pages.authorize"):
