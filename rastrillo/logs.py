@@ -133,6 +133,9 @@ class OneLineFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.isascii() and message.isprintable() and "\\" not in message:
+            return True  # plain whole, so plain in every part: nothing to escape
         args = record.args
         shown: object = None
         if args and isinstance(args, Mapping):
@@ -148,7 +151,7 @@ class OneLineFilter(logging.Filter):
             escaped = for_terminal(escaped)
         # Left as it is when nothing needed escaping: what else reads the record (a
         # handler of the app's) still finds its template and arguments.
-        if escaped != record.getMessage():
+        if escaped != message:
             record.msg, record.args = escaped, None
         return True
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -233,10 +234,7 @@ def for_terminal(text: str) -> str:
     let the four characters ``\\x1b`` read as an escaped ESC."""
     if text.isascii() and text.isprintable() and "\\" not in text:
         return text
-    escaped = [
-        h or a or c == "\\" for c, h, a in zip(text, _hidden(text), lookalikes(text), strict=True)
-    ]
-    return "".join(_escape(c) if e else c for c, e in zip(text, escaped, strict=True))
+    return _escape_shown(text, _escape, backslash=True)
 
 
 def quoted(text: str) -> str:
@@ -257,8 +255,7 @@ def json_line(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False)
     if text.isascii() and text.isprintable():
         return text
-    escaped = [h or a for h, a in zip(_hidden(text), lookalikes(text), strict=True)]
-    return "".join(_json_escape(c) if e else c for c, e in zip(text, escaped, strict=True))
+    return _escape_shown(text, _json_escape, backslash=False)
 
 
 def _json_escape(char: str) -> str:
@@ -280,8 +277,14 @@ def literal(value: object) -> str:
         return for_terminal(text)
     if text.isascii():
         return text
-    escaped = [h or a for h, a in zip(_hidden(text), lookalikes(text), strict=True)]
-    return "".join(_escape(c) if e else c for c, e in zip(text, escaped, strict=True))
+    return _escape_shown(text, _escape, backslash=False)
+
+
+def _escape_shown(text: str, escape: Callable[[str], str], *, backslash: bool) -> str:
+    """``text`` with each hidden character and each look-alike written by ``escape``, and
+    with ``backslash`` each backslash too (where no escape of the text's own begins)."""
+    marks = zip(text, _hidden(text), lookalikes(text), strict=True)
+    return "".join(escape(c) if h or a or (backslash and c == "\\") else c for c, h, a in marks)
 
 
 _ATOMS = frozenset({str, bytes, int, float, complex, bool, type(None)})
