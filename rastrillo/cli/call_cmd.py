@@ -87,7 +87,8 @@ def _shown(result: Result) -> str:
     """A response body for the terminal, escaped once: a JSON body as its value's JSON on
     one line (:func:`visible.json_line`: JSON's escapes, not escaped again), any other
     body line by line (:func:`visible.for_terminal`)."""
-    if "json" in result.headers.get("content-type", ""):
+    media = result.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json"):
         try:
             return json_line(result.json())
         except (ValueError, RecursionError):

@@ -39,7 +39,7 @@ from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, sel
 from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError, written
 from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
-from rastrillo.visible import field, for_terminal, quoted
+from rastrillo.visible import field, json_line, quoted
 
 __all__ = [
     "ARGS_KEPT",
@@ -138,11 +138,11 @@ class AuditRecord:
 
 
 def _shown(value: object) -> str:
-    """An arg's value as ``rastrillo audit`` prints it: a text quoted, anything else (a
-    number, a list a refused call was sent) as its JSON."""
+    """An arg's value as ``rastrillo audit`` prints it: a text quoted, a number or a bool
+    as its JSON (a row keeps any other value as text: see :func:`_json_scalar`)."""
     if isinstance(value, str):
         return quoted(value)
-    return for_terminal(json.dumps(value, ensure_ascii=False))
+    return json_line(value)
 
 
 class Called(Protocol):
