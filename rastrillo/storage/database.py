@@ -14,34 +14,25 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    Executable,
-    Row,
-    create_engine,
-    event,
-    inspect,
-    select,
-    text,
-)
-from sqlalchemy.exc import (
-    DBAPIError,
-    NoSuchModuleError,
-    ResourceClosedError,
-    SQLAlchemyError,
-    StatementError,
-)
-from sqlalchemy.schema import CreateColumn
+from sqlalchemy import Connection, Engine, Executable, Row, create_engine, event, text
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.errors import ConfigError
-from rastrillo.storage.driver import DriverTransaction, Prepared, prepared_text, row_maker
-from rastrillo.storage.errors import DatabaseUnavailable, MigrationError, is_unavailable
+from rastrillo.storage.driver import (
+    DriverTransaction,
+    Prepared,
+    driver_error,
+    prepared_text,
+    raw_connection,
+    read_rows,
+    rollback,
+)
+from rastrillo.storage.errors import DatabaseUnavailable, is_unavailable
 from rastrillo.storage.hooks import (
     checked_in,
     ping_if_idle,
@@ -49,28 +40,16 @@ from rastrillo.storage.hooks import (
     sqlite_on_begin,
     sqlite_on_connect,
 )
-from rastrillo.storage.migrations import (
-    METADATA,
-    WHEN_ADDED,
-    columns_to_add,
-    migration_files,
-    migrations_table,
-    refuse_views,
-    split_sql,
-)
+from rastrillo.storage.migrations import apply_migrations, is_current, make_tables, migration_files
 from rastrillo.storage.sqlite_file import SQLiteFile
 from rastrillo.storage.url import database_url, shown_url, supported_url
 
 _ADVISORY_LOCK_KEY = 0x7261_7374  # "rast": serialises start-up across processes on PostgreSQL
-
-
 _POOL_TIMEOUT_SECONDS = 10  # a request waits this long for a free connection, then fails
 POOL_SIZE = 15
 """PostgreSQL connections a process opens at most, by default, and keeps open. Load comes
 in waves: a pool that closed what it opened for one would start backends again (a fork,
 authentication, settings) for the next."""
-
-
 _SQLITE_POOL_SIZE = 48
 """SQLite connections kept open: one for each of Starlette's worker threads (anyio's
 default limit, 40) and the framework's own (audit writer, sidecar, start-up), so load
@@ -192,7 +171,7 @@ class Database:
         with self._write_lock:
             if self.gate is not None:
                 self.gate.before_write()
-            raw = self._raw_connection()
+            raw = raw_connection(self.engine)
             cursor = raw.cursor()
             try:
                 if self.is_sqlite:
@@ -200,10 +179,10 @@ class Database:
                 yield DriverTransaction(cursor, dialect)
                 raw.commit()
             except dialect.loaded_dbapi.Error as exc:
-                _rollback(raw)
-                raise self._driver_error(raw, cursor, exc, None, None) from exc
+                rollback(raw)
+                raise driver_error(self.engine, raw, cursor, exc, None, None) from exc
             except BaseException:
-                _rollback(raw)
+                rollback(raw)
                 raise
             finally:
                 cursor.close()
@@ -250,7 +229,7 @@ class Database:
             # SQL text and `Prepared` statements, compiled once, go straight to the driver:
             # SQLAlchemy's connection, events and result machinery cost several times what
             # SQLite takes for a short SELECT. The rows are SQLAlchemy's `Row`s all the same.
-            rows = self._driver_read(prepared, params, first)
+            rows = read_rows(self.engine, prepared, params, first)
             if rows is not None:
                 return rows
         statement = prepared.statement if isinstance(prepared, Prepared) else prepared
@@ -260,60 +239,6 @@ class Database:
                 return result.all()
             row = result.first()
             return [] if row is None else [row]
-
-    def _driver_read(
-        self, prepared: Prepared, params: Mapping[str, Any], first: bool
-    ) -> list[Row[Any]] | None:
-        """The rows of one read at the driver's level; None for a statement SQLAlchemy must
-        run itself (a bind without a value: its error names it; an expanding bind)."""
-        form = prepared.form(self.engine.dialect)
-        if form.expands:
-            return None
-        try:
-            values = form.params(params)
-        except KeyError:
-            return None
-        raw = self._raw_connection()
-        cursor = raw.cursor()
-        try:
-            cursor.execute(form.sql, values)
-            if cursor.description is None:
-                raise ResourceClosedError(
-                    "This result object does not return rows. It has been closed automatically."
-                )
-            found = cursor.fetchmany(1) if first else cursor.fetchall()
-            make_row = row_maker(tuple(column[0] for column in cursor.description))
-        except self.engine.dialect.loaded_dbapi.Error as exc:
-            raise self._driver_error(raw, cursor, exc, form.sql, values) from exc
-        finally:
-            cursor.close()
-            raw.close()
-        return [make_row(form.row(raw_row)) for raw_row in found]
-
-    def _raw_connection(self) -> Any:
-        """A pooled connection at the driver's level; failing to open one raises what
-        SQLAlchemy's ``connect`` raises (a locked or unreachable database: a 503)."""
-        dialect = self.engine.dialect
-        try:
-            return self.engine.raw_connection()
-        except dialect.loaded_dbapi.Error as exc:
-            gone = dialect.is_disconnect(exc, None, None)
-            raise DBAPIError.instance(
-                None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
-            ) from exc
-
-    def _driver_error(
-        self, raw: Any, cursor: Any, exc: Any, sql: str | None, values: Any
-    ) -> StatementError:
-        """A driver's error as SQLAlchemy's Connection raises it; a connection found gone
-        retires, as there, every connection opened before it and itself."""
-        dialect = self.engine.dialect
-        gone = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
-        if gone:
-            self.engine.pool._invalidate(raw, exc)
-        return DBAPIError.instance(
-            sql, values, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
-        )
 
     def execute(self, sql: str, /, **params: Any) -> int:
         """Run one write statement in its own transaction; returns rows affected."""
@@ -351,10 +276,12 @@ class Database:
         """
         dialect = self.engine.dialect.name
         files = migration_files(migrations_dir, dialect) if migrations_dir is not None else []
-        if self._is_current(files):
-            return
+        with self.read() as conn:
+            if is_current(conn, files, self.url):
+                return
         try:
-            self._make_tables()
+            with self.write() as conn:
+                make_tables(conn, self.url)
         except DBAPIError as exc:
             if is_unavailable(exc):
                 raise
@@ -367,31 +294,6 @@ class Database:
             ) from exc
         if migrations_dir is not None:
             self.migrate(migrations_dir)
-
-    def _make_tables(self) -> None:
-        """The framework's tables made, and one an earlier version made given the columns
-        and indexes added since, in one write transaction. The tables are listed once: a
-        table made here has all its columns and indexes, so only those found are inspected."""
-        with self.write() as conn:
-            inspector = inspect(conn)
-            found = set(inspector.get_table_names())
-            missing = [table for table in METADATA.sorted_tables if table.name not in found]
-            METADATA.create_all(conn, tables=missing, checkfirst=False)
-            for table in METADATA.sorted_tables:
-                if table.name not in found:
-                    continue
-                columns = inspector.get_columns(table.name)
-                for column in columns_to_add(table, columns, self.url):
-                    name = conn.dialect.identifier_preparer.format_table(table)
-                    ddl = CreateColumn(column).compile(dialect=conn.dialect)
-                    conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {ddl}")
-                    when_added: Callable[[Connection], object] | None
-                    if when_added := column.info.get(WHEN_ADDED):
-                        when_added(conn)
-                made = {index["name"] for index in inspector.get_indexes(table.name)}
-                for index in table.indexes:
-                    if index.name not in made:
-                        index.create(conn)
 
     def start(
         self, migrations_dir: Path | None, setup: Callable[[Database], object] | None = None
@@ -412,64 +314,15 @@ class Database:
                 f"cannot start: the database does not answer ({reason})"
             ) from exc
 
-    def _is_current(self, files: list[tuple[str, Path]]) -> bool:
-        """Every framework table exists with its columns and indexes, and every migration
-        file is applied.
-
-        A framework table made by an earlier version, in a shape this one cannot
-        use, is a `ConfigError` naming it: refused at start, never a failure later.
-        """
-        with self.read() as conn:
-            inspector = inspect(conn)
-            refuse_views(inspector, self.url)
-            tables = set(inspector.get_table_names())
-            to_add = [
-                columns_to_add(METADATA.tables[name], inspector.get_columns(name), self.url)
-                for name in sorted(METADATA.tables.keys() & tables)
-            ]
-            if any(to_add) or not METADATA.tables.keys() <= tables:
-                return False
-            for table in METADATA.tables.values():
-                made = {index["name"] for index in inspector.get_indexes(table.name)}
-                if any(index.name not in made for index in table.indexes):
-                    return False
-            done = set(conn.execute(select(migrations_table.c.name)).scalars())
-        return all(name in done for name, _ in files)
-
     def migrate(self, migrations_dir: Path) -> list[str]:
-        """Apply every migration not applied before, in order; return their names.
-
-        A migration is recorded under its plain name (``0001_init.sql``) whichever
-        dialect's file ran, so one database never runs two versions of it.
-        """
+        """Apply every migration not applied before, in order, in one write transaction;
+        return their names."""
         pending = migration_files(migrations_dir, self.engine.dialect.name)
-        applied: list[str] = []
         with self.write() as conn:
-            done = set(conn.execute(select(migrations_table.c.name)).scalars())
-            for name, path in pending:
-                if name in done:
-                    continue
-                script = path.read_text(encoding="utf-8")
-                for statement in split_sql(script):
-                    try:
-                        conn.exec_driver_sql(statement)
-                    except DBAPIError as exc:
-                        if is_unavailable(exc):
-                            raise
-                        line = script[: script.find(statement)].count("\n") + 1
-                        raise MigrationError(path, line, exc.orig) from exc
-                record = migrations_table.insert().values(name=name, applied_at=self.clock.now())
-                conn.execute(record)
-                applied.append(name)
-        return applied
+            return apply_migrations(conn, pending, self.clock)
 
     def dispose(self) -> None:
         self.engine.dispose()
-
-
-def _rollback(raw: Any) -> None:
-    with suppress(Exception):  # the connection is gone: the pool replaces it
-        raw.rollback()
 
 
 _HOLD = Prepared(text("SELECT pg_advisory_xact_lock(:key)"))

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import ClauseElement, Column, ColumnElement, Dialect, Executable, Insert, Row, text
+from sqlalchemy import (
+    ClauseElement,
+    Column,
+    ColumnElement,
+    Dialect,
+    Engine,
+    Executable,
+    Insert,
+    Row,
+    text,
+)
 from sqlalchemy.engine.result import result_tuple
+from sqlalchemy.exc import DBAPIError, ResourceClosedError, StatementError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 
@@ -211,3 +223,65 @@ def prepared_text(sql: str) -> Prepared:
 def row_maker(keys: tuple[str, ...]) -> Callable[[Iterable[Any]], Row[Any]]:
     """SQLAlchemy `Row`s with these column names, as its results make for SQL text."""
     return result_tuple(keys)
+
+
+def read_rows(
+    engine: Engine, prepared: Prepared, params: Mapping[str, Any], first: bool
+) -> list[Row[Any]] | None:
+    """The rows of one read at the driver's level; None for a statement SQLAlchemy must
+    run itself (a bind without a value: its error names it; an expanding bind)."""
+    form = prepared.form(engine.dialect)
+    if form.expands:
+        return None
+    try:
+        values = form.params(params)
+    except KeyError:
+        return None
+    raw = raw_connection(engine)
+    cursor = raw.cursor()
+    try:
+        cursor.execute(form.sql, values)
+        if cursor.description is None:
+            raise ResourceClosedError(
+                "This result object does not return rows. It has been closed automatically."
+            )
+        found = cursor.fetchmany(1) if first else cursor.fetchall()
+        make_row = row_maker(tuple(column[0] for column in cursor.description))
+    except engine.dialect.loaded_dbapi.Error as exc:
+        raise driver_error(engine, raw, cursor, exc, form.sql, values) from exc
+    finally:
+        cursor.close()
+        raw.close()
+    return [make_row(form.row(raw_row)) for raw_row in found]
+
+
+def raw_connection(engine: Engine) -> Any:
+    """A pooled connection at the driver's level; failing to open one raises what
+    SQLAlchemy's ``connect`` raises (a locked or unreachable database: a 503)."""
+    dialect = engine.dialect
+    try:
+        return engine.raw_connection()
+    except dialect.loaded_dbapi.Error as exc:
+        gone = dialect.is_disconnect(exc, None, None)
+        raise DBAPIError.instance(
+            None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
+        ) from exc
+
+
+def driver_error(
+    engine: Engine, raw: Any, cursor: Any, exc: Any, sql: str | None, values: Any
+) -> StatementError:
+    """A driver's error as SQLAlchemy's Connection raises it; a connection found gone
+    retires, as there, every connection opened before it and itself."""
+    dialect = engine.dialect
+    gone = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
+    if gone:
+        engine.pool._invalidate(raw, exc)
+    return DBAPIError.instance(
+        sql, values, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone
+    )
+
+
+def rollback(raw: Any) -> None:
+    with suppress(Exception):  # the connection is gone: the pool replaces it
+        raw.rollback()

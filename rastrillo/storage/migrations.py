@@ -13,13 +13,29 @@ database in use runs.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Boolean, Column, Float, MetaData, Numeric, String, Table
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    MetaData,
+    Numeric,
+    String,
+    Table,
+    inspect,
+    select,
+)
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateColumn
 from sqlalchemy.types import TypeEngine
 
+from rastrillo.clock import Clock
 from rastrillo.errors import ConfigError
+from rastrillo.storage.errors import MigrationError, is_unavailable
 from rastrillo.storage.instant import Instant
 from rastrillo.storage.url import shown_url
 
@@ -48,7 +64,7 @@ DIALECTS = ("mssql", "mysql", "oracle", "postgresql", "sqlite")
 """SQLAlchemy's dialect names: what may stand between a migration's name and ``.sql``."""
 
 
-def columns_to_add(table: Table, found: list[Any], url: str) -> list[Column[Any]]:
+def _columns_to_add(table: Table, found: list[Any], url: str) -> list[Column[Any]]:
     """The columns of ``table`` that the table as ``found`` lacks and that can be added:
     each has a server default, which every row already there takes. A column missing
     that has none, or one of a type this version cannot read, is a `ConfigError`."""
@@ -81,7 +97,7 @@ def _readable(declared: TypeEngine[Any], found: TypeEngine[Any]) -> bool:
     return True
 
 
-def refuse_views(inspector: Any, url: str) -> None:
+def _refuse_views(inspector: Any, url: str) -> None:
     """A view under a framework table's name (the app kept the table under another name) is
     refused by name: the framework would write through it, or fail to add to it."""
     views = sorted(METADATA.tables.keys() & set(inspector.get_view_names()))
@@ -150,3 +166,80 @@ def _has_code(statement: Statement) -> bool:
         and not (token.ttype is Punctuation and token.value == ";")
         for token in statement.flatten()
     )
+
+
+def is_current(conn: Connection, files: list[tuple[str, Path]], url: str) -> bool:
+    """Every framework table exists with its columns and indexes, and every migration
+    file is applied.
+
+    A framework table made by an earlier version, in a shape this one cannot
+    use, is a `ConfigError` naming it: refused at start, never a failure later.
+    """
+    inspector = inspect(conn)
+    _refuse_views(inspector, url)
+    tables = set(inspector.get_table_names())
+    to_add = [
+        _columns_to_add(METADATA.tables[name], inspector.get_columns(name), url)
+        for name in sorted(METADATA.tables.keys() & tables)
+    ]
+    if any(to_add) or not METADATA.tables.keys() <= tables:
+        return False
+    for table in METADATA.tables.values():
+        made = {index["name"] for index in inspector.get_indexes(table.name)}
+        if any(index.name not in made for index in table.indexes):
+            return False
+    done = set(conn.execute(select(migrations_table.c.name)).scalars())
+    return all(name in done for name, _ in files)
+
+
+def make_tables(conn: Connection, url: str) -> None:
+    """The framework's tables made, and one an earlier version made given the columns
+    and indexes added since, in the write transaction of ``conn``. The tables are listed
+    once: a table made here has all its columns and indexes, so only those found are
+    inspected."""
+    inspector = inspect(conn)
+    found = set(inspector.get_table_names())
+    missing = [table for table in METADATA.sorted_tables if table.name not in found]
+    METADATA.create_all(conn, tables=missing, checkfirst=False)
+    for table in METADATA.sorted_tables:
+        if table.name not in found:
+            continue
+        columns = inspector.get_columns(table.name)
+        for column in _columns_to_add(table, columns, url):
+            name = conn.dialect.identifier_preparer.format_table(table)
+            ddl = CreateColumn(column).compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {ddl}")
+            when_added: Callable[[Connection], object] | None
+            if when_added := column.info.get(WHEN_ADDED):
+                when_added(conn)
+        made = {index["name"] for index in inspector.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in made:
+                index.create(conn)
+
+
+def apply_migrations(conn: Connection, pending: list[tuple[str, Path]], clock: Clock) -> list[str]:
+    """Apply, in the write transaction of ``conn``, each of ``pending`` (from
+    `migration_files`) not applied before, in order; return their names.
+
+    A migration is recorded under its plain name (``0001_init.sql``) whichever
+    dialect's file ran, so one database never runs two versions of it.
+    """
+    applied: list[str] = []
+    done = set(conn.execute(select(migrations_table.c.name)).scalars())
+    for name, path in pending:
+        if name in done:
+            continue
+        script = path.read_text(encoding="utf-8")
+        for statement in split_sql(script):
+            try:
+                conn.exec_driver_sql(statement)
+            except DBAPIError as exc:
+                if is_unavailable(exc):
+                    raise
+                line = script[: script.find(statement)].count("\n") + 1
+                raise MigrationError(path, line, exc.orig) from exc
+        record = migrations_table.insert().values(name=name, applied_at=clock.now())
+        conn.execute(record)
+        applied.append(name)
+    return applied
