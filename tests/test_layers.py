@@ -198,7 +198,8 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
     """`rastrillo generate` over an app with no problem and no pattern imports neither the
     terminal escaping (and `typing`) nor the pattern checks: a tenth of its imports; nor
     `pathlib` (with `fnmatch`), which generate does without; nor the request matching and
-    its URL parsing (`rastrillo.router`, `urllib.parse`)."""
+    its URL parsing (`rastrillo.router`, `urllib.parse`); nor `unicodedata`, a shared library
+    only a long line of wide text needs."""
     action = tmp_path / "actions" / "orders" / "[id].GET.py"
     action.parent.mkdir(parents=True)
     action.write_text(
@@ -224,6 +225,7 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
         "rastrillo.registry.pattern",
         "rastrillo.router",
         "urllib.parse",
+        "unicodedata",
     }
     assert not loaded & lazy
 
