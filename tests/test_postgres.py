@@ -25,7 +25,7 @@ from rastrillo.loader import load_options
 from rastrillo.sessions import create_session, revoke_user
 from rastrillo.sessions.store import find_session
 from rastrillo.sidecar import Lease
-from rastrillo.storage import Database
+from rastrillo.storage import Database, hooks
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, audit, consent, dispatch
 from tests.support import until
 from tests.tools._tools_app import build
@@ -222,7 +222,7 @@ def _terminate(pg_url: str, pid: int) -> None:
 
 
 def test_a_pooled_connection_dropped_while_idle_is_replaced_before_use(pg_url, monkeypatch):
-    monkeypatch.setattr(storage, "PING_AFTER_IDLE_SECONDS", 0.0)
+    monkeypatch.setattr(hooks, "PING_AFTER_IDLE_SECONDS", 0.0)
     db = Database(pg_url)
     first = _backend(db)
     _terminate(pg_url, first)  # a restart or a proxy's idle timeout, while it sat in the pool
@@ -233,7 +233,7 @@ def test_a_pooled_connection_dropped_while_idle_is_replaced_before_use(pg_url, m
 def test_a_connection_dropped_while_busy_fails_as_unavailable_and_the_pool_recovers(
     pg_url, monkeypatch
 ):
-    monkeypatch.setattr(storage, "PING_AFTER_IDLE_SECONDS", 3600.0)  # in use all along
+    monkeypatch.setattr(hooks, "PING_AFTER_IDLE_SECONDS", 3600.0)  # in use all along
     db = Database(pg_url)
     held = [db.engine.connect() for _ in range(3)]  # three connections, back in the pool after
     backends = {conn.execute(text("SELECT pg_backend_pid()")).scalar_one() for conn in held}
@@ -254,7 +254,7 @@ def test_a_driver_write_on_a_dropped_connection_fails_as_unavailable_and_the_poo
 ):
     """``Database.driver_write`` (an approval's use, a session's lookup with it) fails as
     a plain ``write`` does when the server dropped its connections: a 503, then recovery."""
-    monkeypatch.setattr(storage, "PING_AFTER_IDLE_SECONDS", 3600.0)  # in use all along
+    monkeypatch.setattr(hooks, "PING_AFTER_IDLE_SECONDS", 3600.0)  # in use all along
     db = Database(pg_url)
     held = [db.engine.connect() for _ in range(3)]
     backends = {conn.execute(text("SELECT pg_backend_pid()")).scalar_one() for conn in held}

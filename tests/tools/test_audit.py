@@ -26,6 +26,7 @@ from rastrillo.errors import written
 from rastrillo.loader import load_options
 from rastrillo.registry.declare import ToolDef
 from rastrillo.routing import Route
+from rastrillo.storage import hooks
 from rastrillo.testing import TestApp
 from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
 from rastrillo.tools import dispatch_sync as run
@@ -601,7 +602,7 @@ def test_a_row_that_cannot_be_made_behind_many_costs_the_call_nothing(
     """While the writer lags, a row waiting behind many is made as it is stored in the
     caller's thread: one that cannot be made is lost and said, never raised at the caller,
     whose call runs (or is refused) as it would with the writer keeping up."""
-    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
     monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 1)
     f = build(tmp_path)
     good = Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, call_id="first")
@@ -659,7 +660,7 @@ def test_a_row_the_database_refuses_costs_no_other_row_and_flush_says_so(tmp_pat
 def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeypatch, caplog):
     """Another process holds SQLite's write lock longer than the busy timeout: the rows
     wait and are written once it lets go; flush and shutdown say what is not written yet."""
-    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)  # give up on a lock wait sooner
+    monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)  # give up on a lock wait sooner
     f = build(tmp_path)
     session = f.session("3")
     holder = sqlite3.connect(f.app.db.engine.url.database, isolation_level=None)
@@ -732,7 +733,7 @@ def test_an_outage_holds_at_most_queued_max_rows_and_logs_the_rest_in_full(
     """A model calling on through a locked database costs bounded memory: the writer keeps
     the first QUEUED_MAX rows waiting (written once the lock goes), and every row past
     them is logged in full, escaped, and counted by flush; none is lost unsaid."""
-    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
     monkeypatch.setattr(audit, "QUEUED_MAX", 20)
     monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 5)
     f = build(tmp_path, db=db_url)
@@ -776,7 +777,7 @@ def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch, ke
     kept as the table stores them (args cut to ARG_TEXT_KEPT), not with the megabyte each
     call sent: the memory a locked database costs is bounded by QUEUED_MAX rows of bounded
     size, below the count of rows a healthy writer may find waiting too."""
-    monkeypatch.setattr(storage, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
     monkeypatch.setattr(audit, "QUEUED_MAX", 20)
     if kept_as_given is not None:
         monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", kept_as_given)
