@@ -345,6 +345,8 @@ def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App):
     phone and on a desktop, so the person read ``claude.ai.xxx`` and never the host's end,
     the part that says whose it is. So did a name of 100 letters. Each now wraps, and is on
     the screen whole."""
+    from playwright.async_api import expect
+
     host = "claude.ai." + ".".join(["x" * 60] * 3) + ".evil.example"
     name = "Claude" + "x" * 94
 
