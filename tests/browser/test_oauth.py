@@ -41,7 +41,7 @@ from rastrillo.routing import (
     OAUTH_REVOKE_PATH,
 )
 from rastrillo.testing import live_server
-from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
+from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE, TICKETS
 from tests.browser.hostile import hostile_site, loopback_site
 from tests.browser.test_framing import start_authorization
 from tests.doc_examples import doc_block
@@ -320,6 +320,42 @@ def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_ans
                 "your browser goes to claude.example:8443: that, not the name, is the "
                 "app you allow."
             ) in web, web
+
+    anyio.run(scenario)
+
+
+def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App):
+    """A client's redirect host may be 253 characters with no space: a look-alike's
+    ``claude.ai.<200 characters>.evil.example`` ran off the side of the consent page, on a
+    phone and on a desktop, so the person read ``claude.ai.xxx`` and never the host's end,
+    the part that says whose it is. So did a name of 100 letters. Each now wraps, and is on
+    the screen whole."""
+    host = "claude.ai." + ".".join(["x" * 60] * 3) + ".evil.example"
+    name = "Claude" + "x" * 94
+
+    async def scenario() -> None:
+        async with chromium(app) as context:
+            page = await context.new_page()
+            await page.goto(start_authorization(app, f"https://{host}/cb", name=name))
+            await sign_in_on_the_way(page)
+            await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+            for viewport in (PHONE, DESKTOP):
+                await page.set_viewport_size(viewport)
+                shown = [page.get_by_role("heading", level=1).locator(".client")]
+                shown += [page.locator(".consent-notice").get_by_text(t) for t in (name, host)]
+                for element in shown:
+                    box = await element.bounding_box()
+                    assert box is not None
+                    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], (
+                        await element.inner_text(),
+                        box,
+                        viewport,
+                    )
+                wide, seen = await page.evaluate(
+                    "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+                )
+                assert wide <= seen, viewport
+            await page.screenshot(path=ARTIFACTS / "consent-long-host.png")
 
     anyio.run(scenario)
 
