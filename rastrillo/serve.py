@@ -147,6 +147,23 @@ def _shown(error: Exception) -> str:
     return for_terminal(str(error))
 
 
+def _serve_until_stopped(
+    config: uvicorn.Config, sockets: list[socket.socket] | None = None
+) -> None:
+    """Run one server (a worker's, with ``--workers``) to its end, then log in full the
+    audit rows still queued.
+
+    The app's lifespan already gave them its flush (up to 10 s): waiting again would take
+    the stop past its bound (docs/app.md, "Stopping") and into the platform's kill, which
+    loses them unsaid. Here too when the server raises, and for a worker, which ends by
+    ``os._exit`` and so runs no exit handler."""
+    try:
+        with _signals_end_quietly():
+            DrainingServer(config).run(sockets=sockets)
+    finally:
+        audit.shutdown(timeout=0)
+
+
 def serve(options: Options, args: ServeArgs) -> int:
     """Serve with uvicorn until SIGTERM or SIGINT, letting requests in flight finish."""
     configure_logging()
@@ -158,8 +175,7 @@ def serve(options: Options, args: ServeArgs) -> int:
     app = App(options).start()
     config = server_config(app, host=args.host, port=args.port, uds=args.socket)
     if args.workers == 1:
-        with _signals_end_quietly():
-            DrainingServer(config).run()
+        _serve_until_stopped(config)
         app.db.dispose()
         return 0
     app.db.dispose()  # each worker opens connections of its own, never the parent's
@@ -169,16 +185,8 @@ def serve(options: Options, args: ServeArgs) -> int:
         where = args.socket or _origin_addr(args.host, args.port)
         raise ListenError(f"cannot listen on {where}: {exc.strerror}") from exc
 
-    def serve_one(sock: socket.socket) -> None:
-        with _signals_end_quietly():
-            DrainingServer(config).run(sockets=[sock])
-        # A worker ends with os._exit, which runs no exit handler: its audit rows still
-        # waiting for the database are waited for (or logged in full) here, as at a
-        # single server's exit.
-        audit.shutdown()
-
     try:
-        return supervise(sockets, serve_one)
+        return supervise(sockets, lambda sock: _serve_until_stopped(config, [sock]))
     finally:
         if args.socket is not None:
             Path(args.socket).unlink(missing_ok=True)

@@ -266,12 +266,13 @@ def flush(db: Database, timeout: float = 10.0) -> None:
 
 
 def shutdown(timeout: float = 30.0) -> None:
-    """At interpreter exit (and a worker's, which ends by ``os._exit``): wait for every
-    database's queued rows, then log, row by row, any that could still not be written.
+    """At interpreter exit: wait for every database's queued rows, then log, row by row,
+    any that could still not be written. (A server's end calls it with no wait: its
+    lifespan's flush has already waited.)
 
     A writer waiting out a database that cannot answer is not waited for: its rows are
-    logged at once. The server's stop already gave them its lifespan's flush, and a
-    platform's kill grace would end a longer wait with nothing logged."""
+    logged at once, where a platform's kill grace would end a longer wait with nothing
+    logged."""
     for writer in list(_writers.values()):
         if writer.wait(timeout, until_outage=True):
             for entry in writer.abandon():

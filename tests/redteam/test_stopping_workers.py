@@ -29,14 +29,15 @@ ACTIONS = {
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_a_stopping_servers_rows_held_by_a_locked_table_are_written_once_it_lets_go(
+def test_a_stopping_servers_rows_held_by_a_locked_table_are_logged_in_full_not_waited_for(
     tmp_path: Path, pg_url: str, workers: str
 ) -> None:
     """A read ran while another connection held the audit table: its row waits in memory.
     The server is asked to stop; its lifespan's flush gives up after ten seconds and says
-    so. Then the lock goes. A single server's exit waits for the row, and writes it; a
-    worker of ``--workers`` ended with ``os._exit``, which runs no exit handler, and its
-    row was lost without a word (the row logged in full is the promise, at the least)."""
+    so. The process then exits with the table still locked, its row logged in full: a
+    second wait would take the stop past its bound and into the platform's kill, where
+    the row is lost unsaid. A worker of ``--workers`` ends with ``os._exit``, which runs
+    no exit handler: its row was lost without a word."""
     app_dir = write_app(tmp_path / "app", ACTIONS, extra="mcp=True,")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -60,12 +61,14 @@ def test_a_stopping_servers_rows_held_by_a_locked_table_are_written_once_it_lets
             "the audit writer to wait for the lock",
         )
         server.process.send_signal(signal.SIGTERM)
-        until(lambda: "at shutdown" in server.log.read_text(), "the flush to give up", 30)
+        assert server.process.wait(timeout=60) == 0  # the table still locked
         lock.rollback()
-        assert server.process.wait(timeout=60) == 0
     finally:
         holder.close()
         server.stop()
-    rows = db.query("SELECT tool, status FROM rastrillo_audit")
+    log = server.log.read_text()
+    assert "at shutdown" in log, log  # the lifespan's flush gave up, and said so
+    [line] = [line for line in log.splitlines() if "row not written before exit" in line]
+    assert '"tool": "ping_get"' in line and '"status": 200' in line, line
+    assert db.query("SELECT tool FROM rastrillo_audit") == []  # logged, not also written
     db.dispose()
-    assert [(r.tool, r.status) for r in rows] == [("ping_get", 200)], server.log.read_text()

@@ -11,6 +11,7 @@ import logging
 import re
 import shutil
 import sqlite3
+import threading
 import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
@@ -678,7 +679,11 @@ def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeyp
         with pytest.raises(audit.AuditNotWritten) as report:
             audit.flush(f.app.db, timeout=0)
         assert (report.value.pending, report.value.lost) == (3, 0)
-        audit.shutdown(timeout=0)
+        # The exit does not wait for a writer waiting out the database, however long it may.
+        stopping = threading.Thread(target=audit.shutdown, kwargs={"timeout": 3600}, daemon=True)
+        stopping.start()
+        stopping.join(60)
+        assert not stopping.is_alive(), "the exit waited for a writer waiting out the database"
         not_written = [  # this database's rows (an earlier test's writer may log its own)
             r.getMessage()
             for r in caplog.records
