@@ -46,7 +46,7 @@ from sqlalchemy import (
 from rastrillo.storage import METADATA, Database, Instant, upsert
 
 DEFAULT_NAME = "default"
-"""The lease and state key of an app's sidecar; set another when two apps share a database."""
+"""The lease and state key of an app's sidecar: of the sidecars of one name, one holds the lease."""
 
 lease_table = Table(
     "rastrillo_sidecar_lease",

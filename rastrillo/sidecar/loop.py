@@ -84,9 +84,9 @@ class Sidecar:
     """A pass function with the settings of its loop.
 
     ``Options(sidecar=fn)`` is shorthand for ``Options(sidecar=Sidecar(pass_fn=fn))``.
-    ``name`` keys the lease and the recorded state: set it when two apps share
-    one database. ``lease_ttl`` bounds how long a standby waits for a dead
-    holder; it must comfortably exceed a database write.
+    ``name`` keys the lease and the recorded state: of the sidecars of one name, one
+    runs passes at a time (two apps never share a database). ``lease_ttl`` bounds how
+    long a standby waits for a dead holder; it must comfortably exceed a database write.
     """
 
     pass_fn: PassFunction

@@ -69,7 +69,7 @@ def test_a_lease_left_before_a_reboot_is_expired(db: Database) -> None:
     assert Lease(db, ttl=3600).hold()
 
 
-def test_names_keep_two_apps_on_one_database_apart(db: Database) -> None:
+def test_each_name_has_a_lease_of_its_own(db: Database) -> None:
     assert Lease(db, "shop").hold()
     assert Lease(db, "blog").hold()
     assert not Lease(db, "shop").hold()
