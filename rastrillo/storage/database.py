@@ -102,12 +102,11 @@ class Database:
             )
             event.listen(self.engine, "connect", sqlite_on_connect)
             event.listen(self.engine, "begin", sqlite_on_begin)
-            if self._file is not None:
-                # The file's listeners, not the database's: the dialect they are kept on
-                # outlives this database (`Prepared` statements hold it), and must not keep
-                # the database alive.
-                event.listen(self.engine, "do_connect", self._file.before_connect)
-                event.listen(self.engine, "connect", self._file.connected)
+            # The file's listeners, not the database's: the dialect they are kept on
+            # outlives this database (`Prepared` statements hold it), and must not keep
+            # the database alive.
+            event.listen(self.engine, "do_connect", self._file.before_connect)
+            event.listen(self.engine, "connect", self._file.connected)
             # One statement reads one consistent snapshot by itself (WAL, autocommit):
             # it needs no BEGIN and ROLLBACK around it, which cost more than a short SELECT.
             self._one_statement: Engine = self.engine.execution_options(
