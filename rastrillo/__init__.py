@@ -6,13 +6,11 @@ costs next to nothing and ``rastrillo generate`` loads only what it runs.
 
 from __future__ import annotations
 
-from importlib import import_module
+from rastrillo.lazy import on_first_use
 
 # `typing.TYPE_CHECKING` without importing `typing`: 8 % of what `rastrillo generate` imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from rastrillo.actor import Actor, Approval
     from rastrillo.app import App, handler
     from rastrillo.context import Context
@@ -69,14 +67,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rastrillo' has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = on_first_use(globals(), _LAZY)

@@ -8,12 +8,10 @@ pay for dispatch (`rastrillo.tools.calls`, with anyio's streams) that only a too
 
 from __future__ import annotations
 
-from importlib import import_module
+from rastrillo.lazy import on_first_use
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from rastrillo.registry.confirm import confirm_sentence
     from rastrillo.registry.errors import (
         ApprovalInvalid,
@@ -74,14 +72,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rastrillo.tools' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = on_first_use(globals(), _LAZY)
