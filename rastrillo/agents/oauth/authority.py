@@ -26,7 +26,6 @@ from mcp.server.auth.provider import (
     AuthorizeError,
     OAuthAuthorizationServerProvider,
     RefreshToken,
-    RegistrationError,
     TokenError,
 )
 from mcp.server.auth.settings import ClientRegistrationOptions
@@ -47,23 +46,14 @@ from rastrillo import threads
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
 from rastrillo.agents.oauth.consent import RANDOM_256, REQUEST_TTL, digest
 from rastrillo.agents.oauth.guards import (
-    AUTHORIZATIONS_PER_CLIENT,
-    RATE_WINDOW,
-    REFRESHES_PER_GRANT,
-    REGISTRATIONS_FROM_PAGES,
-    REGISTRATIONS_PER_ADDRESS,
-    REGISTRATIONS_PER_ORIGIN,
     cors,
+    count_authorization,
+    count_refresh,
+    count_registration,
     limited,
-    on_this_machine,
     too_many,
 )
-from rastrillo.agents.oauth.registration import (
-    GRANT_TYPES,
-    REGISTRATION_MAX,
-    Client,
-    check_registration,
-)
+from rastrillo.agents.oauth.registration import GRANT_TYPES, Client, stored_registration
 from rastrillo.agents.tables import authorizations_table, clients_table
 from rastrillo.availability import retryable, unavailable
 from rastrillo.routing import (
@@ -195,16 +185,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         return None if info is None else Client.model_validate_json(info)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        check_registration(client_info)
-        client_info.token_endpoint_auth_method = "none"
-        client_info.client_secret = None
-        client_info.client_secret_expires_at = None
-        info = client_info.model_dump_json(exclude_none=True)
-        if len(info.encode()) > REGISTRATION_MAX:
-            raise RegistrationError(
-                "invalid_client_metadata",
-                f"the registration is larger than {REGISTRATION_MAX // 1024} KiB",
-            )
+        info = stored_registration(client_info)
         row = {"client_id": client_info.client_id, "info": info, "created_at": self.db.clock.now()}
         await threads.in_thread(self._record_client, row)
 
@@ -264,12 +245,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
 
     def _record_request(self, row: dict[str, Any]) -> None:
         """The request counted against its client, then stored."""
-        throttle.take_attempt(
-            self.db,
-            {f"oauth-authorize:{row['client_id']}": AUTHORIZATIONS_PER_CLIENT},
-            RATE_WINDOW,
-            "authorization requests",
-        )
+        count_authorization(self.db, row["client_id"])
         table = authorizations_table
         with self.db.write() as conn:
             conn.execute(delete(table).where(table.c.created_at < row["created_at"] - _KEEP))
@@ -391,9 +367,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         return _oauth_token(tokens)
 
     def _rotate(self, refresh_token: Refresh) -> grants.Tokens | None:
-        key = f"oauth-refresh:{refresh_token.grant_id}"
-        limit = {key: REFRESHES_PER_GRANT}
-        throttle.take_attempt(self.db, limit, RATE_WINDOW, "token refreshes")
+        count_refresh(self.db, refresh_token.grant_id)
         return grants.rotate_refresh(self.db, refresh_token.token)
 
     async def load_access_token(self, token: str) -> Access | None:
@@ -477,8 +451,8 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         RFC 7591 has a client send its registration as ``application/json``; the SDK's
         handler would read any body. Held to JSON, a registration is one no web page can
         send without a CORS preflight, so a page's request carries its true ``Origin``
-        and is counted for that origin (:data:`REGISTRATIONS_PER_ORIGIN`); a request
-        without one, from a program, for its address (:data:`REGISTRATIONS_PER_ADDRESS`).
+        and is counted for that origin; a request without one, from a program, for its
+        address (:func:`guards.count_registration`).
         Either way a page spends only its own count, never that of the person's MCP
         client on the same machine, nor of a browser-based client on another origin.
         """
@@ -494,18 +468,8 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             )
         address = request.client.host if request.client else "unknown"
         origin = request.headers.get("origin")
-        if origin is None:
-            limits = {throttle.address_key(address, "oauth-register"): REGISTRATIONS_PER_ADDRESS}
-        else:
-            pages = "oauth-reg-local" if on_this_machine(origin) else "oauth-reg-pages"
-            limits = {
-                throttle.origin_key(address, origin, "oauth-reg-origin"): REGISTRATIONS_PER_ORIGIN,
-                throttle.address_key(address, pages): REGISTRATIONS_FROM_PAGES,
-            }
         try:
-            await threads.in_thread(
-                throttle.take_attempt, self.db, limits, RATE_WINDOW, "registrations"
-            )
+            await threads.in_thread(count_registration, self.db, address, origin)
         except throttle.TooManyAttempts as exc:
             return too_many(exc)
         return await self._register.handle(request)

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp
 from rastrillo.agents.oauth.registration import LOOPBACK
 from rastrillo.availability import UnavailableMiddleware
 from rastrillo.sessions import throttle
+from rastrillo.storage import Database
 
 REGISTRATIONS_PER_ADDRESS = 20
 """Client registrations the programs at one client address (requests with no ``Origin``
@@ -48,7 +49,7 @@ loop would grow the tokens table without bound."""
 RATE_WINDOW = timedelta(hours=1)
 
 
-def on_this_machine(origin: str) -> bool:
+def _on_this_machine(origin: str) -> bool:
     """Whether an ``Origin`` is a loopback host's: a page served on the person's own machine,
     which no page on the web can be (a browser sends a page's true origin)."""
     try:
@@ -56,6 +57,35 @@ def on_this_machine(origin: str) -> bool:
     except ValueError:
         return False
     return host is not None and (host in LOOPBACK or f"[{host}]" in LOOPBACK)
+
+
+def count_registration(db: Database, address: str, origin: str | None) -> None:
+    """Count a client's registration against its sender: a program (no ``Origin``) at
+    ``address``, or a page of ``origin`` there, and all pages there, those on the person's
+    own machine apart; :class:`throttle.TooManyAttempts` past a count."""
+    if origin is None:
+        limits = {throttle.address_key(address, "oauth-register"): REGISTRATIONS_PER_ADDRESS}
+    else:
+        pages = "oauth-reg-local" if _on_this_machine(origin) else "oauth-reg-pages"
+        limits = {
+            throttle.origin_key(address, origin, "oauth-reg-origin"): REGISTRATIONS_PER_ORIGIN,
+            throttle.address_key(address, pages): REGISTRATIONS_FROM_PAGES,
+        }
+    throttle.take_attempt(db, limits, RATE_WINDOW, "registrations")
+
+
+def count_authorization(db: Database, client_id: str) -> None:
+    """Count a valid authorization request against the client it names;
+    :class:`throttle.TooManyAttempts` past :data:`AUTHORIZATIONS_PER_CLIENT`."""
+    limit = {f"oauth-authorize:{client_id}": AUTHORIZATIONS_PER_CLIENT}
+    throttle.take_attempt(db, limit, RATE_WINDOW, "authorization requests")
+
+
+def count_refresh(db: Database, grant_id: str) -> None:
+    """Count a refresh against its grant, before its refresh token is used;
+    :class:`throttle.TooManyAttempts` past :data:`REFRESHES_PER_GRANT`."""
+    limit = {f"oauth-refresh:{grant_id}": REFRESHES_PER_GRANT}
+    throttle.take_attempt(db, limit, RATE_WINDOW, "token refreshes")
 
 
 def too_many(exc: throttle.TooManyAttempts) -> Response:
@@ -69,7 +99,7 @@ def too_many(exc: throttle.TooManyAttempts) -> Response:
 def limited(handle: Callable[[Request], Any]) -> ASGIApp:
     """``handle`` with the SDK's body limit, and a database that cannot answer for a moment
     answered 503 with ``Retry-After`` as on every page (the SDK's handlers let such an
-    error go up, but the authorize one, which :data:`_INSTEAD` covers)."""
+    error go up, but the authorize one, which :data:`authority._INSTEAD` covers)."""
     return UnavailableMiddleware(
         RequestBodyLimitMiddleware(request_response(handle), DEFAULT_MAX_REQUEST_BODY_SIZE)
     )

@@ -17,7 +17,7 @@ LOOPBACK = frozenset({"127.0.0.1", "[::1]", "localhost"})
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 _CLIENT_NAME_MAX = 100
 _REDIRECT_URIS_MAX = 10
-REGISTRATION_MAX = 8 * 1024
+_REGISTRATION_MAX = 8 * 1024
 """The most a client's registration may take stored, as JSON (a client registers its
 name, a few redirect URIs and a few links; the request body may be 4 MiB)."""
 
@@ -50,7 +50,23 @@ def _same_redirect(asked: AnyUrl, registered: AnyUrl) -> bool:
     )
 
 
-def check_registration(info: OAuthClientInformationFull) -> None:
+def stored_registration(info: OAuthClientInformationFull) -> str:
+    """``info``, a client's registration, checked and made a public client's (no secret:
+    every client here is one), as its row stores it: JSON within :data:`_REGISTRATION_MAX`."""
+    _check_registration(info)
+    info.token_endpoint_auth_method = "none"
+    info.client_secret = None
+    info.client_secret_expires_at = None
+    stored = info.model_dump_json(exclude_none=True)
+    if len(stored.encode()) > _REGISTRATION_MAX:
+        raise RegistrationError(
+            "invalid_client_metadata",
+            f"the registration is larger than {_REGISTRATION_MAX // 1024} KiB",
+        )
+    return stored
+
+
+def _check_registration(info: OAuthClientInformationFull) -> None:
     if len(info.redirect_uris or []) > _REDIRECT_URIS_MAX:
         raise RegistrationError(
             "invalid_redirect_uri", f"at most {_REDIRECT_URIS_MAX} redirect URIs"
