@@ -136,13 +136,20 @@ def print_mistakes_as_one_line() -> None:
         sys.excepthook = hook
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Problem:
     """One thing wrong with an app folder: a file, an optional line, a message."""
 
     file: str
     line: int | None
     message: str
+
+    def __lt__(self, other: Problem) -> bool:
+        """File by file, what is wrong with the file as a whole (no line) first, then by
+        line: the order problems are listed in. The fields' own order would compare a
+        missing line with a number, which raises."""
+        mine = (self.file, self.line or 0, self.message)
+        return mine < (other.file, other.line or 0, other.message)
 
     def __str__(self) -> str:
         """One line, for a terminal: a file name is anyone's choice in a cloned folder (all

@@ -35,6 +35,7 @@ from rastrillo.logs import configure_logging
 from rastrillo.options import DEFAULT_ADDR, Options
 from rastrillo.registry.validate import parse_int
 from rastrillo.storage import Database, database_url
+from rastrillo.tools import audit
 from rastrillo.workers import listen, supervise
 
 log = logging.getLogger("rastrillo.serve")
@@ -171,6 +172,10 @@ def serve(options: Options, args: ServeArgs) -> int:
     def serve_one(sock: socket.socket) -> None:
         with _signals_end_quietly():
             DrainingServer(config).run(sockets=[sock])
+        # A worker ends with os._exit, which runs no exit handler: its audit rows still
+        # waiting for the database are waited for (or logged in full) here, as at a
+        # single server's exit.
+        audit.shutdown()
 
     try:
         return supervise(sockets, serve_one)

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.testclient import TestClient
@@ -20,9 +20,12 @@ from rastrillo.app import App
 from rastrillo.clock import as_instant
 from rastrillo.loader import load_options
 from rastrillo.options import Options
+from rastrillo.registry.errors import ConfirmRequired
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.storage import Database
-from rastrillo.tools import Call, ConfirmRequired, Result, dispatch_sync
+
+if TYPE_CHECKING:
+    from rastrillo.tools.calls import Result
 
 
 class TestApp:
@@ -100,6 +103,8 @@ class Agent:
         approval: str | ConfirmRequired | None = None,
     ) -> Result:
         """Dispatch ``tool`` and return the app's response; a refusal raises its ToolError."""
+        from rastrillo.tools.calls import Call, dispatch_sync  # a test's app starts without it
+
         if isinstance(approval, ConfirmRequired):
             approval = approval.approval_id
         call = Call(

@@ -54,12 +54,28 @@ def test_the_public_names_still_resolve_and_load_the_runtime_on_use() -> None:
         rastrillo.nothing  # noqa: B018
 
 
-def test_rastrillo_tools_keeps_its_public_names() -> None:
-    from rastrillo.tools import dispatch, dispatch_sync, schemas
-    from rastrillo.tools.dispatch import dispatch as dispatch_function
-
-    assert dispatch is dispatch_function
-    assert callable(dispatch_sync) and callable(schemas)
+@pytest.mark.parametrize(
+    "first",
+    ["import rastrillo.tools.calls", "from rastrillo.tools import audit", "import rastrillo.tools"],
+)
+def test_rastrillo_tools_keeps_its_public_names_whatever_is_imported_first(first: str) -> None:
+    """`rastrillo.tools.dispatch` is the function, whichever of the package's modules a
+    fresh process imports first: its names load on first use, and no module of the package
+    is named like one of them (importing it would set the package's attribute to it)."""
+    code = (
+        f"{first}\n"
+        "import rastrillo.tools\n"
+        "from rastrillo.tools import dispatch, dispatch_sync, schemas\n"
+        "from rastrillo.tools.calls import dispatch as dispatch_function\n"
+        "assert dispatch is dispatch_function and rastrillo.tools.dispatch is dispatch\n"
+        "assert callable(dispatch_sync) and callable(schemas)\n"
+        "names = rastrillo.tools.__all__\n"
+        "assert all(getattr(rastrillo.tools, n) is not None for n in names)\n"
+        "assert set(names) <= set(dir(rastrillo.tools))\n"
+        "try:\n    rastrillo.tools.nothing\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout == "module 'rastrillo.tools' has no attribute 'nothing'\n"
 
 
 def _imports(path: Path, package: str) -> set[str]:
@@ -182,7 +198,8 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
     """`rastrillo generate` over an app with no problem and no pattern imports neither the
     terminal escaping (and `typing`) nor the pattern checks: a tenth of its imports; nor
     `pathlib` (with `fnmatch`), which generate does without; nor the request matching and
-    its URL parsing (`rastrillo.router`, `urllib.parse`)."""
+    its URL parsing (`rastrillo.router`, `urllib.parse`); nor `unicodedata`, a shared library
+    only a long line of wide text needs."""
     action = tmp_path / "actions" / "orders" / "[id].GET.py"
     action.parent.mkdir(parents=True)
     action.write_text(
@@ -208,13 +225,15 @@ def test_generate_imports_what_only_an_error_or_a_pattern_needs_only_then(tmp_pa
         "rastrillo.registry.pattern",
         "rastrillo.router",
         "urllib.parse",
+        "unicodedata",
     }
     assert not loaded & lazy
 
 
-FIRST_USE_ONLY = ("argon2", "sqlparse", "sqlalchemy.dialects.postgresql")
+FIRST_USE_ONLY = ("argon2", "sqlparse", "sqlalchemy.dialects.postgresql", "rastrillo.tools.calls")
 """Imported at the first use, never at start: the password hashing (a sign-in), the
-migration splitter (a migration to apply), PostgreSQL's dialect (a PostgreSQL database)."""
+migration splitter (a migration to apply), PostgreSQL's dialect (a PostgreSQL database),
+dispatch (a tool call, the console's included)."""
 
 
 def test_a_sqlite_app_restarted_serves_its_first_page_without_what_it_does_not_use(
@@ -241,5 +260,6 @@ def test_a_sqlite_app_restarted_serves_its_first_page_without_what_it_does_not_u
         loaded.append([set(ast.literal_eval(line)) for line in out.splitlines()[-2:]])
     (first_page, _), (page_again, signed_in) = loaded
     assert "sqlparse" in first_page  # the demo's migrations, applied at its first start
+    assert "rastrillo.pages.console" in first_page  # the demo's console is on
     assert not page_again & set(FIRST_USE_ONLY)
     assert "argon2" in signed_in

@@ -11,12 +11,14 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from rastrillo import visible
 from rastrillo.logs import IndentingFormatter, OneLineFilter, RepeatFilter
-from tests.support import Server, until, write_app
+from tests.support import Server, free_port, until, write_app
 
 
 def test_a_repeated_message_is_written_once_a_window_with_a_count() -> None:
@@ -54,25 +56,58 @@ def test_a_repeated_message_is_written_once_a_window_with_a_count() -> None:
     ]
 
 
-def test_python_app_py_logs_a_hostile_client_address_escaped_on_one_line(
-    tmp_path: Path, serve: Callable[..., Server]
-) -> None:
+INDEX = "def handle(ctx):\n    return ctx.text('hi')\n"
+RAISES = """\
+def handle(ctx):
+    raise ValueError(f"bad value {ctx.query['v']}")
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One ``python app.py`` for the tests that send it a request and read what it logged
+    (a start is about a second of CPU); each reads its own part of the log. After the last,
+    the server exits 0 and its whole log is records and their indented lines."""
+    actions = {"index.GET.py": INDEX, "raises.GET.py": RAISES}
+    app_dir = write_app(tmp_path_factory.mktemp("logs") / "app", actions)
+    port = free_port()
+    server = Server(app_dir, ["--addr", f"127.0.0.1:{port}"], f"http://127.0.0.1:{port}")
+    try:
+        yield server
+    finally:
+        assert server.stop() == 0
+    assert_records_and_continuations(server.log.read_bytes().decode())
+
+
+def logged_since(server: Server, start: int) -> str:
+    return server.log.read_bytes()[start:].decode()
+
+
+def test_python_app_py_logs_a_hostile_client_address_escaped_on_one_line(served: Server) -> None:
     """``python app.py`` logs every request (uvicorn's access line) and every CSRF refusal
     with the client's address, which is what X-Forwarded-For says when the peer is a
     trusted proxy: any byte a header allows. A C1 CSI (0x9b) drives a terminal, a NEL
     (0x85) starts a line; both reach the log escaped, one record one line, and escaped
     once: the CSRF message writes the address with ``%r``, and the line shows its repr
     as it is, ``'\\x9b2J\\x85forged'``, not with the escapes' backslashes doubled."""
-    index = "def handle(ctx):\n    return ctx.text('hi')\n"
-    app_dir = write_app(tmp_path / "app", {"index.GET.py": index})
-    server = serve(app_dir)
     forged = b"\x9b2J\x85forged"
-    with server.client(headers={"X-Forwarded-For": forged}) as client:
+    start = served.log.stat().st_size
+    with served.client(headers={"X-Forwarded-For": forged}) as client:
         assert client.get("/").status_code == 200
         assert client.post("/").status_code == 403  # refused by CSRF, and logged
-    server.stop()
-    log = server.log.read_bytes().decode()
-    lines = [line for line in log.splitlines() if "forged" in line]
+
+    def lines_of_both() -> list[str]:
+        log = logged_since(served, start)
+        lines = [line for line in log.splitlines() if "forged" in line]
+        access = [line for line in lines if "uvicorn.access" in line]
+        return lines if len(access) == 2 and len(lines) == 3 and log.endswith("\n") else []
+
+    lines = until(
+        lines_of_both,
+        "both requests' access lines and the CSRF refusal",
+        show=lambda: logged_since(served, start),
+    )
+    log = "\n".join(lines)
     assert any("uvicorn.access" in line for line in lines), log
     assert any("rastrillo.csrf" in line for line in lines), log
     for line in lines:
@@ -155,26 +190,26 @@ def assert_records_and_continuations(log: str) -> list[str]:
 
 
 def test_a_traceback_holding_hostile_text_is_indented_and_escaped_line_by_line(
-    tmp_path: Path, serve: Callable[..., Server]
+    served: Server,
 ) -> None:
     """A handler's exception is logged with its traceback, and an exception's message is
     often made of what a client sent. A newline there began a line that read as a record
     of its own; a CSI drove the terminal. Each line of a traceback is now indented under
     its record and escaped like a message, and still says all it said."""
-    index = """\
-    def handle(ctx):
-        raise ValueError(f"bad value {ctx.query['v']}")
-    """
-    app_dir = write_app(tmp_path / "app", {"index.GET.py": index})
-    server = serve(app_dir)
-    with server.client() as client:
-        assert client.get("/", params={"v": HOSTILE}).status_code == 500
-    server.stop()
-    lines = assert_records_and_continuations(server.log.read_bytes().decode())
-    raised = next(i for i, line in enumerate(lines) if "(actions/index.GET.py) raised" in line)
+    start = served.log.stat().st_size
+    with served.client() as client:
+        assert client.get("/raises", params={"v": HOSTILE}).status_code == 500
+    logged = until(
+        lambda: (
+            (log := logged_since(served, start)).endswith("\n") and 'HTTP/1.1" 500' in log and log
+        ),
+        "the traceback's record and the request's access line",
+    )
+    lines = assert_records_and_continuations(logged)
+    raised = next(i for i, line in enumerate(lines) if "(actions/raises.GET.py) raised" in line)
     traceback = list(itertools.takewhile(lambda line: not RECORD.match(line), lines[raised + 1 :]))
     assert traceback[0] == CONTINUATION + "Traceback (most recent call last):"
-    assert any('index.GET.py", line 2, in handle' in line for line in traceback)
+    assert any('raises.GET.py", line 2, in handle' in line for line in traceback)
     assert traceback[-2:] == [
         f"{CONTINUATION}ValueError: bad value ",
         f"{CONTINUATION}{FORGED}\\r\\x1b[2J\\x9b2J\\x85{FORGED}\\u2028{FORGED}",
@@ -188,8 +223,7 @@ def test_the_sidecar_logs_a_failing_pass_s_hostile_traceback_the_same_way(tmp_pa
     def sweep(ctx):
         raise RuntimeError("the dependency said: " + {HOSTILE!r})
     """
-    index = "def handle(ctx):\n    return ctx.text('hi')\n"
-    app_dir = write_app(tmp_path / "app", {"index.GET.py": index}, "sidecar=sweep,", prelude=sweep)
+    app_dir = write_app(tmp_path / "app", {"index.GET.py": INDEX}, "sidecar=sweep,", prelude=sweep)
     log = app_dir / "sidecar.log"
     with log.open("wb") as out:
         sidecar = subprocess.Popen(

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from rastrillo.storage import Database
-from tests.support import Server, free_port, until
+from tests.support import LIGHT, Server, free_port, until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 
@@ -53,6 +53,12 @@ def hosts(module_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
                     log=app_dir / f"host{n}.log",
                 )
             )
+        # The demo's users signed in against a light hash (tests.support.LIGHT): these tests
+        # are about many processes, not about argon2's cost. An unknown account's guesses
+        # are still checked against the framework's own dummy hash.
+        seeded = Database(module_pg_url)
+        seeded.execute("UPDATE users SET password_hash = :h", h=LIGHT.hash(PASSWORD))
+        seeded.dispose()
         yield servers
     finally:
         for server in servers:

@@ -78,7 +78,7 @@ from rastrillo.registry.schemas import schemas
 from rastrillo.sessions import cookie_name
 from rastrillo.storage import Database, upsert
 from rastrillo.tools import consent
-from rastrillo.tools.dispatch import Call, Result, dispatch
+from rastrillo.tools.calls import Call, Result, dispatch
 
 __all__ = ["APPROVAL_META", "RATE_LIMIT_META", "McpEndpoint", "state_key"]
 

@@ -80,19 +80,19 @@ def _module_level(tree: ast.Module) -> tuple[list[ast.expr], dict[str, str]]:
     imports as local name → dotted name: one pass over the module's statements."""
     values: list[ast.expr] = []
     names: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            if "TOOL" in [t.id for t in node.targets if isinstance(t, ast.Name)]:
+    for node in tree.body:  # told apart by exact type, as in `scan._handle_problems`
+        if type(node) is ast.Assign:
+            if "TOOL" in [t.id for t in node.targets if type(t) is ast.Name]:
                 values.append(node.value)
-        elif isinstance(node, ast.AnnAssign):
+        elif type(node) is ast.AnnAssign:
             target = node.target
-            if isinstance(target, ast.Name) and target.id == "TOOL" and node.value is not None:
+            if type(target) is ast.Name and target.id == "TOOL" and node.value is not None:
                 values.append(node.value)
-        elif isinstance(node, ast.Import):
+        elif type(node) is ast.Import:
             for alias in node.names:
                 if alias.asname:
                     names[alias.asname] = alias.name
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif type(node) is ast.ImportFrom and node.module and not node.level:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return values, names
@@ -100,9 +100,9 @@ def _module_level(tree: ast.Module) -> tuple[list[ast.expr], dict[str, str]]:
 
 def _dotted(node: ast.expr, imports: dict[str, str]) -> str | None:
     """`rastrillo.ToolWrite` for a name or attribute, however it was imported."""
-    if isinstance(node, ast.Name):
+    if type(node) is ast.Name:
         name = imports.get(node.id, node.id)
-    elif isinstance(node, ast.Attribute) and (base := _dotted(node.value, imports)):
+    elif type(node) is ast.Attribute and (base := _dotted(node.value, imports)):
         name = f"{base}.{node.attr}"
     else:
         return None
@@ -111,7 +111,7 @@ def _dotted(node: ast.expr, imports: dict[str, str]) -> str | None:
 
 def _string(node: ast.expr) -> str | None:
     """The value of a string literal (adjacent literals included), else None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+    if type(node) is ast.Constant and type(node.value) is str:
         return node.value
     return None
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from unicodedata import east_asian_width
-
 from rastrillo.registry.declare import Access, Arg, ToolDef, type_name
 
 __all__ = [
@@ -78,6 +76,8 @@ def _too_long(line: str) -> bool:
     if width <= _LINE_LENGTH // 2:
         return False  # even if every character were wide
     if not line.isascii():
+        from unicodedata import east_asian_width  # a shared library, for a long non-ASCII line
+
         width += sum(east_asian_width(c) in "WF" for c in line)
     if width <= _LINE_LENGTH:
         return False

@@ -27,7 +27,7 @@ def render_gen(app_dir: AppDir) -> dict[str, str]:
         actions, problems = scan_actions(app_dir)
         if problems:
             raise GenerateError(problems)
-        tools = sorted((a.tool for a in actions if a.tool is not None), key=lambda t: t.id)
+        tools = [a.tool for a in actions if a.tool is not None]  # render_tools_module sorts
         return {
             "__init__.py": render_init_module(),
             "routes.py": render_routes_module([(a.method, a.path, a.source) for a in actions]),

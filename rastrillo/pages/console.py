@@ -32,7 +32,10 @@ from rastrillo.routing import Route
 from rastrillo.sessions import SESSION_SCOPE_KEY, require
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
-from rastrillo.tools.dispatch import Call, Result, Target, dispatch
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from rastrillo.tools.calls import Result, Target
 
 __all__ = ["CONSOLE_PATH", "console_routes", "enabled"]
 
@@ -116,6 +119,8 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
             if proposed is None or proposed.user_id != ctx.user_id:
                 return ctx.not_found()
             tool, args = proposed.tool, proposed.args
+        from rastrillo.tools.calls import Call, dispatch  # the first call, not the app's start
+
         call = Call(
             tool=tool,
             args=args,

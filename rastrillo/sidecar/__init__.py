@@ -15,7 +15,7 @@ from typing import Any
 from rastrillo.clock import Clock, SystemClock
 from rastrillo.errors import ConfigError
 from rastrillo.logs import configure_logging
-from rastrillo.sidecar.lease import Lease, SidecarState, read_state, recorded_next_due
+from rastrillo.sidecar.lease import Lease, SidecarState, read_state
 from rastrillo.sidecar.loop import (
     SHUTDOWN_GRACE,
     PassContext,
@@ -47,7 +47,6 @@ __all__ = [
     "as_sidecar",
     "next_due_endpoint",
     "read_state",
-    "recorded_next_due",
     "run_sidecar",
 ]
 

@@ -179,9 +179,3 @@ def read_state(db: Database, name: str = DEFAULT_NAME) -> SidecarState | None:
         last_ok_at=row.last_ok_at,
         last_error_at=row.last_error_at,
     )
-
-
-def recorded_next_due(db: Database, name: str = DEFAULT_NAME) -> datetime | None:
-    """When the sidecar said its next pass is due; None when nothing is scheduled or recorded."""
-    state = read_state(db, name)
-    return state.next_due if state is not None else None

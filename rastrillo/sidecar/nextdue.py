@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from rastrillo import threads
 from rastrillo.awaitable import is_async_callable
 from rastrillo.errors import ConfigError
-from rastrillo.sidecar.lease import recorded_next_due
+from rastrillo.sidecar.lease import read_state
 from rastrillo.sidecar.loop import Sidecar, as_sidecar
 from rastrillo.sidecar.planner import next_due_from
 
@@ -66,7 +66,8 @@ def next_due_endpoint(
     next_due: Callable[[Database], Any] | None,
     sidecar: Callable[..., Any] | Sidecar | None,
 ) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint: ``next_due`` (``Options.next_due``) when set, else the sidecar's record.
+    """The endpoint: ``next_due`` (``Options.next_due``) when set, else the sidecar's record;
+    with no pass recorded yet, now, since the sidecar's first pass is due at once.
 
     The app mounts it only when one of the two is configured, and only for GET
     and HEAD.
@@ -79,7 +80,9 @@ def next_due_endpoint(
     async def compute() -> datetime | None:
         if provider is None:
             assert sidecar is not None
-            return await threads.in_thread(recorded_next_due, db, sidecar.name)
+            state = await threads.in_thread(read_state, db, sidecar.name)
+            # No pass recorded: the first (the catch-up at the sidecar's start) is due now.
+            return db.clock.now() if state is None else state.next_due
         if is_async_callable(provider):
             result = await provider(db)
         else:

@@ -1,20 +1,33 @@
 """Agent-callable tools: the registry's schemas for each provider, the consent sentence,
-and dispatch of a model's call through the app, with consent and audit."""
+and dispatch of a model's call through the app, with consent and audit.
 
-from rastrillo.registry.confirm import confirm_sentence
-from rastrillo.registry.errors import (
-    ApprovalInvalid,
-    BadActor,
-    BadArg,
-    ConfirmRequired,
-    MissingArg,
-    ToolError,
-    TooManyApprovals,
-    UnknownArg,
-    UnknownTool,
-)
-from rastrillo.registry.schemas import FORMATS, schemas, schemas_json
-from rastrillo.tools.dispatch import Call, Result, ToolCallMarker, dispatch, dispatch_sync
+Every public name is imported on first use (PEP 562), as the top-level `rastrillo` does:
+an app imports `rastrillo.tools.audit` and `consent` at start, and its first page must not
+pay for dispatch (`rastrillo.tools.calls`, with anyio's streams) that only a tool call runs.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rastrillo.registry.confirm import confirm_sentence
+    from rastrillo.registry.errors import (
+        ApprovalInvalid,
+        BadActor,
+        BadArg,
+        ConfirmRequired,
+        MissingArg,
+        ToolError,
+        TooManyApprovals,
+        UnknownArg,
+        UnknownTool,
+    )
+    from rastrillo.registry.schemas import FORMATS, schemas, schemas_json
+    from rastrillo.tools.calls import Call, Result, ToolCallMarker, dispatch, dispatch_sync
 
 __all__ = [
     "FORMATS",
@@ -36,3 +49,39 @@ __all__ = [
     "schemas",
     "schemas_json",
 ]
+
+_REGISTRY_ERRORS = "rastrillo.registry.errors"
+_CALLS = "rastrillo.tools.calls"
+_LAZY = {
+    "FORMATS": "rastrillo.registry.schemas",
+    "ApprovalInvalid": _REGISTRY_ERRORS,
+    "BadActor": _REGISTRY_ERRORS,
+    "BadArg": _REGISTRY_ERRORS,
+    "Call": _CALLS,
+    "ConfirmRequired": _REGISTRY_ERRORS,
+    "MissingArg": _REGISTRY_ERRORS,
+    "Result": _CALLS,
+    "TooManyApprovals": _REGISTRY_ERRORS,
+    "ToolCallMarker": _CALLS,
+    "ToolError": _REGISTRY_ERRORS,
+    "UnknownArg": _REGISTRY_ERRORS,
+    "UnknownTool": _REGISTRY_ERRORS,
+    "confirm_sentence": "rastrillo.registry.confirm",
+    "dispatch": _CALLS,
+    "dispatch_sync": _CALLS,
+    "schemas": "rastrillo.registry.schemas",
+    "schemas_json": "rastrillo.registry.schemas",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rastrillo.tools' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

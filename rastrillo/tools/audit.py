@@ -266,10 +266,14 @@ def flush(db: Database, timeout: float = 10.0) -> None:
 
 
 def shutdown(timeout: float = 30.0) -> None:
-    """At interpreter exit: wait for every database's queued rows, then log, row by
-    row, any that could still not be written."""
+    """At interpreter exit (and a worker's, which ends by ``os._exit``): wait for every
+    database's queued rows, then log, row by row, any that could still not be written.
+
+    A writer waiting out a database that cannot answer is not waited for: its rows are
+    logged at once. The server's stop already gave them its lifespan's flush, and a
+    platform's kill grace would end a longer wait with nothing logged."""
     for writer in list(_writers.values()):
-        if writer.wait(timeout):
+        if writer.wait(timeout, until_outage=True):
             for entry in writer.abandon():
                 log.error("audit: row not written before exit: %s", _as_json(entry))
 
@@ -548,8 +552,9 @@ class _Writer:
         """The database makes the writer wait: the rows queued already, and each one queued
         until it is written, are kept as they are stored, not with the calls' args as
         given (their memory bounded whatever the calls sent)."""
-        with self._lock:
+        with self._cond:
             self._outage = True
+            self._cond.notify_all()  # a shutdown waits no longer
             queued = list(self._rows)
         for row in queued:  # the writer's from their put on: nobody else changes them
             _keep_as_stored(row)  # one that cannot be made is lost when its turn comes
@@ -574,12 +579,17 @@ class _Writer:
             _as_json(row),
         )
 
-    def wait(self, timeout: float) -> int:
-        """Wait until the rows queued so far are written or refused; return how many are not."""
+    def wait(self, timeout: float, *, until_outage: bool = False) -> int:
+        """Wait until the rows queued so far are written or refused, or with
+        ``until_outage`` until the writer waits for the database; return how many are not."""
         deadline = time.monotonic() + timeout
         with self._cond:
             target = self._queued
-            while self._done < target and self._cond.wait(max(0.0, deadline - time.monotonic())):
+            while (
+                self._done < target
+                and not (until_outage and self._outage)
+                and self._cond.wait(max(0.0, deadline - time.monotonic()))
+            ):
                 pass
             return max(0, target - self._done)
 
@@ -641,7 +651,8 @@ def _writer(db: Database) -> _Writer:
             writer = _writers.get(id(db))
             if writer is None:
                 writer = _writers[id(db)] = _Writer(db)
-                weakref.finalize(db, _writers.pop, id(db), None)
+                # Not at exit: there shutdown() must still find the writer, to wait for its rows.
+                weakref.finalize(db, _writers.pop, id(db), None).atexit = False
     return writer
 
 

@@ -1019,6 +1019,22 @@ def test_the_consent_page_names_where_the_browser_really_goes(server: Server, re
     assert done.headers["location"].startswith(sent + "?code=")
 
 
+@pytest.mark.parametrize("redirect", ["claude.ai:/cb", "com.evil.app://claude.ai/cb"])
+def test_an_apps_own_scheme_is_not_read_as_the_website_it_spells(server: Server, redirect):
+    """A private-use scheme needs only a dot (RFC 8252 asks for a domain written backwards,
+    but no one can check whose it is): ``claude.ai:`` is one. Named bare, "your browser
+    goes to claude.ai:" read as the website; the answer goes to whichever app on the
+    person's device opens such links. The page says so."""
+    client_id = server.register(redirect, name="Claude")
+    html = server.browser().get(server.consent_url(client_id, pkce()[1], redirect_uri=redirect))
+    text = " ".join(re.sub(r"<[^>]*>", "", html.text).split())
+    scheme = redirect.partition(":")[0]
+    assert (
+        f"your browser goes to {scheme}: (not a website: whichever app on your device "
+        f"opens {scheme}: links): that, not the name, is the app you allow."
+    ) in text, text
+
+
 def test_a_client_named_after_another_is_not_offered_that_agents_name(server: Server):
     """Approvals and the audit log know an agent by its name. A client that calls itself
     after one the person already connected (``Claude Code``) must not be handed that

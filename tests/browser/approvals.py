@@ -7,8 +7,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from playwright.sync_api import Browser, Page
+from typing import TYPE_CHECKING
 
 import rastrillo
 from rastrillo.app import App
@@ -17,6 +16,9 @@ from rastrillo.routing import Route
 from rastrillo.sessions import cookie_name, create_session, require
 from rastrillo.testing import live_server
 from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 
 @contextlib.contextmanager

@@ -13,15 +13,18 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from rastrillo.app import App
 from rastrillo.loader import load_options
 from rastrillo.testing import live_server
 from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
 from tests.support import LIGHT
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page, Playwright
 
 _driver: list[Playwright] = []
 _chromium: list[Browser] = []
@@ -32,6 +35,8 @@ def playwright() -> Playwright:
     """Playwright's driver (a node process, about 0.85 s of CPU to start), one for the
     browser modules a worker runs one after another (tests/conftest.py hands them to one
     worker together); stopped after the last of them, below."""
+    from playwright.sync_api import sync_playwright
+
     if not _driver:
         _driver.append(sync_playwright().start())
     return _driver[0]

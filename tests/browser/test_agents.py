@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from playwright.sync_api import expect
 
 from rastrillo.app import App
 from tests.agents.mcp_app import tools_call
@@ -37,6 +36,8 @@ def call(app: App, token: str, tool: str, args: dict) -> httpx.Response:
 def test_a_person_gives_an_agent_a_token_approves_its_write_and_revokes_it(
     person: Person, app: App
 ) -> None:
+    from playwright.sync_api import expect
+
     page = person(viewport=PHONE)
     sign_in(page, ALICE, then="/_rastrillo/agents")
     expect(page.get_by_role("heading", level=1)).to_have_text("Your agents")

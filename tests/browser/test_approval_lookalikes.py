@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, expect
 
 from rastrillo.app import App
 from tests.browser.approvals import approval_page, write_tool_served
 from tests.browser.chromium import ARTIFACTS
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.browser
 
@@ -55,6 +58,8 @@ def app(tmp_path: Path) -> Iterator[App]:
 def test_a_character_that_passes_for_ascii_is_marked_where_the_person_reads_it(
     browser: Browser, app: App, amount: str, host: str, lookalikes: str
 ) -> None:
+    from playwright.sync_api import expect
+
     page = approval_page(browser, app, {"amount": amount, "host": host})
     marks = [f"{c}U+{ord(c):04X}" for c in lookalikes]
     # Each look-alike is drawn with its code point beside it, in the sentence and the table.
@@ -106,6 +111,8 @@ SHOT = "(cell, text) => { cell.textContent = text; return true; }"
 def test_a_value_in_one_script_reads_as_written(
     browser: Browser, app: App, amount: str, host: str
 ) -> None:
+    from playwright.sync_api import expect
+
     page = approval_page(browser, app, {"amount": amount, "host": host})
     expect(page.locator(".sentence")).to_have_text(f"Send {amount} to {host}?")
     expect(page.locator("main .lookalike, main .hidden")).to_have_count(0)

@@ -14,14 +14,17 @@ import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, expect
 
 import rastrillo
 from rastrillo.app import App
 from rastrillo.tools import Call, dispatch_sync
 from tests.browser.approvals import approval_page, write_tool_served
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.browser
 
@@ -71,6 +74,8 @@ def app(tmp_path: Path) -> Iterator[App]:
 def test_the_person_reads_each_typed_value_as_it_runs(
     browser: Browser, app: App, sent: str, sentence: str, rows: list[str]
 ) -> None:
+    from playwright.sync_api import expect
+
     args = json.loads(sent)  # as the model wrote them: what any JSON parser reads
     page = approval_page(browser, app, args)
     expect(page.locator(".sentence")).to_have_text(sentence)

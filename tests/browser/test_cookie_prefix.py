@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, Playwright
 
 from rastrillo.app import App
 from rastrillo.sessions import cookie_name, create_session
@@ -24,6 +24,9 @@ from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.browser.hostile import hostile_site
 from tests.sessions._sessions_app import make_options
 from tests.support import self_signed
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Playwright
 
 pytestmark = pytest.mark.browser
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
 
 from rastrillo.app import App
 from rastrillo.routing import OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
@@ -17,9 +17,12 @@ from tests.browser.hostile import hostile_site
 from tests.browser.test_tickets import ALICE, Person, propose_cancel, sign_in
 from tests.support import TLS
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = pytest.mark.browser
 
-Framer = Callable[[Page, str], None]
+Framer = Callable[["Page", str], None]
 
 
 @pytest.fixture
@@ -94,6 +97,8 @@ def test_a_click_before_the_page_had_the_focus_a_moment_decides_nothing(
     """Double-clickjacking: a hostile window asks for a double-click, closes on the first
     press and leaves the approval page under the second. Nothing is framed, so only the
     page itself can refuse a click that comes before the person could have read it."""
+    from playwright.sync_api import expect
+
     page = person(scripts=True)
     sign_in(page, ALICE)
     approval = propose_cancel(page)
@@ -142,6 +147,8 @@ def start_authorization(
 
 
 def test_the_consent_page_holds_allow_too(person: Person, app: App) -> None:
+    from playwright.sync_api import expect
+
     page = person(scripts=True)
     sign_in(page, ALICE)
     page.add_init_script(HELD_AT_READY.replace('button[value="approve"]', 'button[value="allow"]'))

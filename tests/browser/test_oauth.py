@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -31,7 +32,6 @@ from mcp import ClientSession
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from rastrillo.agents import grants, oauth
 from rastrillo.app import App
@@ -41,11 +41,14 @@ from rastrillo.routing import (
     OAUTH_REVOKE_PATH,
 )
 from rastrillo.testing import live_server
-from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, TICKETS
+from tests.browser.chromium import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE, TICKETS
 from tests.browser.hostile import hostile_site, loopback_site
 from tests.browser.test_framing import start_authorization
 from tests.doc_examples import doc_block
 from tests.support import TLS
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext, Page
 
 pytestmark = pytest.mark.browser
 
@@ -89,6 +92,8 @@ def app(tmp_path: Path) -> Iterator[App]:
 @asynccontextmanager
 async def chromium(app: App) -> AsyncIterator[BrowserContext]:
     """Headless Chromium at the app, scripts off: a person's browser, closed after."""
+    from playwright.async_api import async_playwright
+
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -103,6 +108,8 @@ async def chromium(app: App) -> AsyncIterator[BrowserContext]:
 
 async def sign_in_on_the_way(page: Page) -> None:
     """The demo's own sign-in page, reached because the consent page needs a session."""
+    from playwright.async_api import expect
+
     await expect(page).to_have_url(re.compile(r"/signin\?next="))
     await page.get_by_label("Email").fill(ALICE)
     await page.get_by_label("Password").fill(DEMO_PASSWORD)
@@ -139,6 +146,8 @@ class Person:
         return self.page
 
     async def authorize(self, url: str) -> None:
+        from playwright.async_api import expect
+
         self.visits += 1
         page = self.page or await self.open()
         await page.goto(url)
@@ -195,6 +204,8 @@ async def order_status(http: httpx2.AsyncClient, app: App) -> str:
 def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_revoked(
     app: App, callback: tuple[str, list[str]]
 ):
+    from playwright.async_api import async_playwright
+
     storage = Memory()
 
     async def scenario() -> None:
@@ -246,6 +257,8 @@ def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_r
 
 
 def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app: App):
+    from playwright.async_api import expect
+
     async def scenario() -> None:
         async with chromium(app) as context:
             page = await context.new_page()
@@ -292,6 +305,8 @@ def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_ans
     person reads in Chromium is that the name is only the app's claim, and what identifies
     it for real: the host and port their answer goes to (a look-alike's listener on another
     port of this computer, or a site of its own)."""
+    from playwright.async_api import expect
+
     redirects = ["http://127.0.0.1:51234/callback", "https://claude.example:8443/cb"]
 
     async def scenario() -> None:
@@ -324,6 +339,44 @@ def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_ans
     anyio.run(scenario)
 
 
+def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App):
+    """A client's redirect host may be 253 characters with no space: a look-alike's
+    ``claude.ai.<200 characters>.evil.example`` ran off the side of the consent page, on a
+    phone and on a desktop, so the person read ``claude.ai.xxx`` and never the host's end,
+    the part that says whose it is. So did a name of 100 letters. Each now wraps, and is on
+    the screen whole."""
+    from playwright.async_api import expect
+
+    host = "claude.ai." + ".".join(["x" * 60] * 3) + ".evil.example"
+    name = "Claude" + "x" * 94
+
+    async def scenario() -> None:
+        async with chromium(app) as context:
+            page = await context.new_page()
+            await page.goto(start_authorization(app, f"https://{host}/cb", name=name))
+            await sign_in_on_the_way(page)
+            await expect(page.get_by_role("button", name="Allow")).to_be_visible()
+            for viewport in (PHONE, DESKTOP):
+                await page.set_viewport_size(viewport)
+                shown = [page.get_by_role("heading", level=1).locator(".client")]
+                shown += [page.locator(".consent-notice").get_by_text(t) for t in (name, host)]
+                for element in shown:
+                    box = await element.bounding_box()
+                    assert box is not None
+                    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], (
+                        await element.inner_text(),
+                        box,
+                        viewport,
+                    )
+                wide, seen = await page.evaluate(
+                    "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+                )
+                assert wide <= seen, viewport
+            await page.screenshot(path=ARTIFACTS / "consent-long-host.png")
+
+    anyio.run(scenario)
+
+
 RESTYLED = doc_block("docs/mcp.md", "html", "{{ notice }}")
 """docs/mcp.md's restyled consent page; with ``{{ notice }}`` taken out, as apps wrote
 one before the notice (showing ``redirect_host`` alone, say)."""
@@ -340,6 +393,8 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
     its templates alone: a page that shows it keeps its own style around it; a page that
     leaves it out is not shown, the framework's own is (with the app's console link, as
     its other pages have it), and an error says why."""
+    from playwright.async_api import expect
+
     app_dir = tmp_path / "tickets"
     shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
     (app_dir / "templates" / "_rastrillo").mkdir()
@@ -376,6 +431,8 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
 
 
 def test_the_revoke_button_refuses_the_clients_next_call(app: App, callback: tuple[str, list[str]]):
+    from playwright.async_api import async_playwright, expect
+
     storage = Memory()
 
     async def scenario() -> None:

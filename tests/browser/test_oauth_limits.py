@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import httpx
 import pytest
-from playwright.sync_api import Page
 from sqlalchemy import func, select
 
 from rastrillo.agents import oauth
@@ -25,6 +25,9 @@ from rastrillo.app import App
 from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
 from tests.browser.hostile import hostile_site
 from tests.support import TLS
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
 

@@ -13,9 +13,9 @@ import importlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Page, expect
 
 from rastrillo.agents import grants
 from rastrillo.app import App
@@ -28,6 +28,9 @@ from tests.browser.hostile import loopback_site
 from tests.browser.test_framing import start_authorization
 from tests.browser.test_tickets import ALICE, Person, sign_in
 from tests.support import LIGHT
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
 
@@ -53,6 +56,8 @@ def app(tmp_path: Path, clock: ManualClock) -> Iterator[App]:
 
 def sign_in_again(page: Page, back: str) -> None:
     """Follow the page's link, sign in on the demo's page, and land back on ``back``."""
+    from playwright.sync_api import expect
+
     page.get_by_role("link", name="Sign in again").click()
     expect(page).to_have_url(re.compile(r"/signin\?next="))
     page.get_by_label("Email").fill(ALICE)
@@ -65,6 +70,8 @@ def sign_in_again(page: Page, back: str) -> None:
 def test_a_token_needs_a_recent_sign_in_and_the_link_comes_back(
     person: Person, app: App, clock: ManualClock
 ) -> None:
+    from playwright.sync_api import expect
+
     page = person()
     sign_in(page, ALICE, then="/_rastrillo/agents")
     expect(page.get_by_role("button", name="New token")).to_be_visible()
@@ -84,6 +91,8 @@ def test_a_token_needs_a_recent_sign_in_and_the_link_comes_back(
 def test_allowing_a_client_needs_a_recent_sign_in_and_the_link_comes_back(
     person: Person, app: App, clock: ManualClock
 ) -> None:
+    from playwright.sync_api import expect
+
     page = person()
     sign_in(page, ALICE)
     clock.advance(LATER)

@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Page, expect
 from sqlalchemy import update
 
 from rastrillo.app import App
 from rastrillo.tools.consent import approvals_table
 from tests.browser.chromium import ARTIFACTS, PHONE
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
 
@@ -24,11 +27,13 @@ ALICE = "alice@example.com"  # user 1: orders 1 and 2
 BOB = "bob@example.com"  # user 2: order 3
 CANCEL = "Cancel order 1? Its tickets go back on sale."
 
-Person = Callable[..., Page]
+Person = Callable[..., "Page"]
 
 
 def sign_in(page: Page, email: str, then: str = "/") -> None:
     """Sign in on the demo's sign-in page with the demo password it lists, as a newcomer would."""
+    from playwright.sync_api import expect
+
     page.goto(f"/signin?next={then}")
     page.get_by_label("Email").fill(email)
     demo = page.get_by_role("region", name="Demo accounts")
@@ -48,6 +53,8 @@ def call_tool(page: Page, tool: str, **args: str) -> None:
 
 def propose_cancel(page: Page) -> str:
     """As the console's agent, ask to cancel order 1; return the approval page's path."""
+    from playwright.sync_api import expect
+
     page.goto("/_rastrillo/console")
     call_tool(page, "orders_id_cancel_post", id="1")
     result = page.locator("#result")
@@ -65,11 +72,15 @@ def expect_fits(page: Page) -> None:
 
 
 def expect_order(page: Page, status: str) -> None:
+    from playwright.sync_api import expect
+
     page.goto("/orders/1")
     expect(page.locator(".status")).to_have_text(status)
 
 
 def test_a_person_cancels_an_order(person: Person) -> None:
+    from playwright.sync_api import expect
+
     page = person()
     sign_in(page, ALICE)
     page.get_by_role("link", name="My orders").click()
@@ -85,6 +96,8 @@ def test_a_person_cancels_an_order(person: Person) -> None:
 
 
 def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) -> None:
+    from playwright.sync_api import expect
+
     page = person(viewport=PHONE)
     sign_in(page, ALICE)
     page.get_by_role("link", name="Tool console").click()
@@ -134,6 +147,8 @@ def test_an_agent_reads_then_cancels_once_the_person_approves(person: Person) ->
 
 
 def test_a_declined_approval_leaves_the_order_alone(person: Person) -> None:
+    from playwright.sync_api import expect
+
     page = person()
     sign_in(page, ALICE)
     page.goto(propose_cancel(page))
@@ -147,6 +162,8 @@ def test_a_declined_approval_leaves_the_order_alone(person: Person) -> None:
 
 
 def test_another_user_gets_404_on_the_approval_page(person: Person, app: App) -> None:
+    from playwright.sync_api import expect
+
     alice = person()
     sign_in(alice, ALICE)
     approval = propose_cancel(alice)
@@ -159,6 +176,8 @@ def test_another_user_gets_404_on_the_approval_page(person: Person, app: App) ->
 
 
 def test_an_expired_approval_is_refused(person: Person, app: App) -> None:
+    from playwright.sync_api import expect
+
     page = person()
     sign_in(page, ALICE)
     approval = propose_cancel(page)
@@ -181,6 +200,8 @@ def test_an_expired_approval_is_refused(person: Person, app: App) -> None:
 
 
 def test_typed_args_from_the_console_to_the_approval_page(person: Person) -> None:
+    from playwright.sync_api import expect
+
     page = person(viewport=PHONE)
     sign_in(page, ALICE)
     page.goto("/_rastrillo/console")
@@ -223,6 +244,8 @@ def test_typed_args_from_the_console_to_the_approval_page(person: Person) -> Non
 
 
 def test_a_person_buys_with_the_same_checks(person: Person) -> None:
+    from playwright.sync_api import expect
+
     page = person()
     sign_in(page, ALICE, then="/events/2")
     quantity = page.get_by_label("Tickets (1 to 10)")
@@ -247,6 +270,8 @@ def test_the_person_sees_every_invisible_character_they_would_approve(
 ) -> None:
     """An agent proposes "2" and forty characters Chromium draws as nothing: the page must
     not read as "2"."""
+    from playwright.sync_api import expect
+
     page = person(viewport=PHONE)
     sign_in(page, ALICE)
     page.goto("/_rastrillo/console")

@@ -194,6 +194,21 @@ def test_every_problem_is_listed_at_once(tmp_path):
     assert len(info.value.problems) == 3
 
 
+def test_problems_with_and_without_a_line_in_one_file_are_listed_in_order(tmp_path, capsys):
+    # No handle (a problem with no line) and a TOOL broken at its lines, in one file: the
+    # problems sort as one list, the file's lineless problem first, then by line.
+    tool = 'import rastrillo\nTOOL = rastrillo.Tool(description="d")\nTOOL = 3\n'
+    make(tmp_path, {"a.GET.py": tool, "b.GET.py": "def other(ctx):\n    pass\n"})
+    assert main(["generate", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "actions/a.GET.py: defines no handle(ctx) at module level",
+        "actions/a.GET.py:3: TOOL is assigned more than once; an action declares one tool",
+        "actions/b.GET.py: defines no handle(ctx) at module level",
+        "3 problems; gen/ left as it was",
+    ]
+
+
 def test_cli_prints_problems_without_traceback(tmp_path, capsys):
     make(tmp_path, {"a.FETCH.py": HANDLE})
     assert main(["generate", str(tmp_path)]) == 1

@@ -613,10 +613,28 @@ def test_empty_registry(tmp_path: Path) -> None:
     assert load(render_tools_module([]), tmp_path).tools() == []
 
 
-@pytest.mark.parametrize("registry", [REGISTRY, []], ids=["tools", "empty"])
-def test_rendered_module_is_ruff_clean(registry: list[ToolDef], tmp_path: Path) -> None:
+def _described(description: str) -> list[ToolDef]:
+    return [ToolDef(id="x_get", method="GET", path="/x", description=description, source="x")]
+
+
+WIDE = _described("注文を表示 " * 10)
+"""Its line, 83 characters, takes 133 columns: too long only counted as ruff counts them."""
+NARROW = _described("éé " * 20)
+"""Its line, 83 characters, none of them wide, fits."""
+
+
+@pytest.mark.parametrize(
+    ("registry", "exempt"),
+    [(REGISTRY, True), ([], False), (WIDE, True), (NARROW, False)],
+    ids=["tools", "empty", "wide", "narrow"],
+)
+def test_rendered_module_is_ruff_clean(
+    registry: list[ToolDef], exempt: bool, tmp_path: Path
+) -> None:
     file = tmp_path / "tools.py"
-    file.write_text(render_tools_module(registry), encoding="utf-8")
+    source = render_tools_module(registry)
+    assert ("# ruff: noqa: E501\n" in source) is exempt
+    file.write_text(source, encoding="utf-8")
     for command in (
         ["check", "--isolated", "--select", "E,F,W,I,B,UP,SIM,RUF"],
         ["format", "--check", "--isolated"],

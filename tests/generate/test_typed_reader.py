@@ -12,7 +12,6 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from ruff.__main__ import find_ruff_bin
 
@@ -257,34 +256,45 @@ def test_a_text_holding_both_quotes_is_quoted_as_ruff_quotes_it(tmp_path: Path) 
     assert [namespace[f"x{n}"] for n in range(len(texts))] == texts
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(args(), args())
 def test_typed_args_render_to_source_that_reads_back_and_stays_ruff_formatted(
-    tmp_path_factory: pytest.TempPathFactory, first: Arg, second: Arg
+    tmp_path: Path,
 ) -> None:
-    defn = ToolDef(
-        id="x_post",
-        method="POST",
-        path="/x",
-        description="x",
-        access=ToolWrite,
-        args={"first": first, "second": second, "plain": "a string"},
-        confirm="x",
-        source="actions/x.POST.py",
-    )
-    source = render_tools_module([defn])
-    namespace: dict[str, object] = {}
-    exec(source, namespace)
-    assert namespace["tools"]() == [defn]  # type: ignore[operator]
-    file = tmp_path_factory.mktemp("gen") / "tools.py"
-    file.write_text(source, encoding="utf-8")
+    """Each example's module reads back as its tool; ruff then checks all the modules in one
+    run per command (a run per example was 80 processes). A module ruff refuses is named,
+    with its source, though hypothesis does not shrink its example."""
+    rendered: list[Path] = []
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(args(), args())
+    def reads_back(first: Arg, second: Arg) -> None:
+        defn = ToolDef(
+            id="x_post",
+            method="POST",
+            path="/x",
+            description="x",
+            access=ToolWrite,
+            args={"first": first, "second": second, "plain": "a string"},
+            confirm="x",
+            source="actions/x.POST.py",
+        )
+        source = render_tools_module([defn])
+        namespace: dict[str, object] = {}
+        exec(source, namespace)
+        assert namespace["tools"]() == [defn]  # type: ignore[operator]
+        file = tmp_path / f"tools_{len(rendered):04d}.py"
+        file.write_text(source, encoding="utf-8")
+        rendered.append(file)
+
+    reads_back()
+    assert rendered
     for command in (
         # (RUF001: the app's own descriptions and choices may hold look-alike letters.)
         ["check", "--isolated", "--select", "E,F,W,I,B,UP,SIM,RUF", "--ignore", "RUF001"],
         ["format", "--check", "--isolated"],
     ):
-        result = subprocess.run([RUFF, *command, str(file)], capture_output=True, text=True)
-        assert result.returncode == 0, result.stdout + result.stderr + source
+        result = subprocess.run([RUFF, *command, *rendered], capture_output=True, text=True)
+        refused = [file.read_text() for file in rendered if file.name in result.stdout]
+        assert result.returncode == 0, "\n".join([result.stdout, result.stderr, *refused])
 
 
 def test_generate_writes_typed_args_and_check_passes(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rastrillo.sidecar import Lease, PassContext, SidecarLoop, read_state, recorded_next_due
+from rastrillo.sidecar import Lease, PassContext, SidecarLoop, read_state
 from rastrillo.sidecar.lease import record_pass
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
@@ -77,7 +77,6 @@ def test_names_keep_two_apps_on_one_database_apart(db: Database) -> None:
 
 def test_state_is_recorded_per_pass(db: Database) -> None:
     assert read_state(db) is None
-    assert recorded_next_due(db) is None
     t1 = datetime(2030, 1, 1, tzinfo=UTC)
     due = t1 + timedelta(minutes=5, microseconds=250)
     record_pass(db, "default", started_at=t1, ok=True, consecutive_failures=0, next_due=due)
@@ -88,9 +87,11 @@ def test_state_is_recorded_per_pass(db: Database) -> None:
     assert state is not None
     assert (state.outcome, state.consecutive_failures) == ("error", 1)
     assert (state.last_pass_at, state.last_ok_at, state.last_error_at) == (t2, t1, t2)
-    assert recorded_next_due(db) == retry
+    assert state.next_due == retry
     record_pass(db, "default", started_at=t2, ok=True, consecutive_failures=0, next_due=None)
-    assert recorded_next_due(db) is None
+    state = read_state(db)
+    assert state is not None
+    assert state.next_due is None
 
 
 def test_the_loop_records_a_failure_with_the_retry_as_next_due(

@@ -19,7 +19,7 @@ from rastrillo.sidecar import Sidecar
 from rastrillo.sidecar.lease import record_pass
 from rastrillo.sidecar.nextdue import bearer_matches
 from rastrillo.storage import Database
-from rastrillo.testing import live_server
+from rastrillo.testing import ManualClock, live_server
 from tests.support import TLS
 
 TOKEN = "s3cret-token-value"
@@ -180,7 +180,6 @@ def test_with_only_a_sidecar_it_reports_the_recorded_next_due(
     serve: Callable[..., httpx.Client],
 ) -> None:
     client = serve(sidecar=Sidecar(pass_fn=lambda ctx: None, name="tickets"))
-    assert get(client, f"Bearer {TOKEN}").json() == {"due": 0}  # nothing recorded yet
     record_pass(
         client.db,  # type: ignore[attr-defined]
         "tickets",
@@ -191,6 +190,28 @@ def test_with_only_a_sidecar_it_reports_the_recorded_next_due(
     )
     assert get(client, f"Bearer {TOKEN}").json() == {"due": 1765000000}
     assert get(client, "Bearer nope").status_code == 403
+
+
+def test_a_sidecar_that_has_not_recorded_a_pass_is_due_now_never_0(
+    serve: Callable[..., httpx.Client],
+) -> None:
+    """Its first pass (the catch-up at its start) has not run, or not ended: ``{"due": 0}``
+    would let the platform sleep the app before that pass ever ran. The pass is due now,
+    and the answer says so until one is recorded."""
+    clock = ManualClock(DUE)
+    client = serve(sidecar=Sidecar(pass_fn=lambda ctx: None, name="tickets"), clock=clock)
+    assert get(client, f"Bearer {TOKEN}").json() == {"due": 1765000000}
+    clock.advance(60)
+    assert get(client, f"Bearer {TOKEN}").json() == {"due": 1765000060}
+    record_pass(
+        client.db,  # type: ignore[attr-defined]
+        "tickets",
+        started_at=DUE,
+        ok=True,
+        consecutive_failures=0,
+        next_due=None,
+    )
+    assert get(client, f"Bearer {TOKEN}").json() == {"due": 0}  # its pass said: nothing
 
 
 def test_next_due_wins_over_the_sidecar_record(serve: Callable[..., httpx.Client]) -> None:

@@ -328,7 +328,7 @@ def test_decide_takes_the_human_request(f):
 def test_a_tool_call_can_never_decide(f):
     from starlette.requests import Request
 
-    from rastrillo.tools.dispatch import ToolCallMarker
+    from rastrillo.tools.calls import ToolCallMarker
 
     pending = propose(f, f.session("3"))
     marker = ToolCallMarker(rastrillo.Actor(human=False, name="x", user_id="3"))

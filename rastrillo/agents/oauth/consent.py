@@ -81,6 +81,12 @@ class PendingAuthorization:
     def loopback(self) -> bool:
         return urlsplit(self.redirect_uri).scheme == "http"
 
+    @property
+    def app_scheme(self) -> bool:
+        """Whether the answer goes to an app's own scheme (``com.example.app:``), which any
+        app on the device may claim, and which may spell a website's name (``claude.ai:``)."""
+        return urlsplit(self.redirect_uri).scheme not in ("http", "https")
+
     def agent_suggestion(self, taken: Collection[str] = ()) -> str:
         """An agent name made from the client's name (``Claude Code`` → ``claude-code``),
         and none of ``taken``, the names of the user's live agents, in any case
