@@ -31,6 +31,7 @@ from sqlalchemy import MetaData, event, select, update
 
 from rastrillo.agents import grants, oauth
 from rastrillo.agents.mcp import APPROVAL_META
+from rastrillo.agents.tables import authorizations_table, clients_table
 from rastrillo.app import App
 from rastrillo.routing import (
     CONSENT_PATH,
@@ -78,7 +79,7 @@ class Server:
         """A client under a name registration now refuses, as one registered before it
         did is stored: the consent page still marks each character of it."""
         client_id = self.register(*uris)
-        table = oauth.clients_table
+        table = clients_table
         with self.app.db.write() as conn:
             where = table.c.client_id == client_id
             info = json.loads(conn.execute(select(table.c.info).where(where)).scalar_one())
@@ -170,7 +171,7 @@ class Server:
 
     def consent_requests(self) -> int:
         with self.app.db.read() as conn:
-            return len(conn.execute(select(oauth.authorizations_table)).all())
+            return len(conn.execute(select(authorizations_table)).all())
 
 
 @pytest.fixture
@@ -417,7 +418,7 @@ def test_an_expired_code_is_refused(stored: Server):
     client_id = stored.register()
     verifier, challenge = pkce()
     code = stored.code(client_id, challenge)
-    table = oauth.authorizations_table
+    table = authorizations_table
     with stored.app.db.write() as conn:
         conn.execute(update(table).values(expires_at=table.c.created_at))
     refused = stored.exchange(client_id, code, verifier)
@@ -520,7 +521,7 @@ def clocked(tmp_path: Path, db_url: str) -> Iterator[tuple[Server, ManualClock]]
 
 def clients(server: Server) -> set[str]:
     with server.app.db.read() as conn:
-        return set(conn.execute(select(oauth.clients_table.c.client_id)).scalars())
+        return set(conn.execute(select(clients_table.c.client_id)).scalars())
 
 
 def too_many(response: httpx.Response) -> None:
@@ -1127,9 +1128,7 @@ def test_an_expired_consent_request_cannot_be_answered(server: Server):
     consent = server.consent_url(client_id, pkce()[1])
     with server.app.db.write() as conn:
         conn.execute(
-            update(oauth.authorizations_table).values(
-                expires_at=oauth.authorizations_table.c.created_at
-            )
+            update(authorizations_table).values(expires_at=authorizations_table.c.created_at)
         )
     browser = server.browser()
     assert browser.get(consent).status_code == 400

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import func, select
 
 from rastrillo.agents import oauth
+from rastrillo.agents.tables import clients_table
 from rastrillo.app import App
 from rastrillo.routing import CONSENT_PATH, OAUTH_AUTHORIZE_PATH, OAUTH_REGISTER_PATH
 from tests.browser.hostile import hostile_site
@@ -104,7 +105,7 @@ def run(page: Page, html: str) -> object:
 
 def stored_clients(app: App) -> int:
     with app.db.read() as conn:
-        return conn.execute(select(func.count()).select_from(oauth.clients_table)).scalar_one()
+        return conn.execute(select(func.count()).select_from(clients_table)).scalar_one()
 
 
 def test_a_page_cannot_spend_the_limits_of_the_persons_own_clients(

@@ -1,64 +1,14 @@
-"""The app as its own OAuth 2.1 authorization server, so MCP clients connect as they expect.
-
-An MCP client finds its way here from the ``WWW-Authenticate`` header of
-``/mcp``: protected-resource metadata (RFC 9728) names this app as the
-authorization server, whose metadata (RFC 8414) lists the endpoints below. The
-client registers itself (RFC 7591), sends the user's browser to authorize,
-and trades the code it gets back for tokens. The HTTP side of every endpoint
-is the ``mcp`` SDK's own handlers; this module is the provider behind them,
-backed by the grants of :mod:`rastrillo.agents.grants` (OAuth is one more way
-to obtain a grant, not a second token store).
-
-The rules this provider adds to the SDK's:
-
-- Every client is public (``token_endpoint_auth_method`` ``none``): with
-  PKCE S256, exact redirect URIs and single-use codes a client secret proves
-  nothing more, and not issuing one leaves no secret to store. Redirect URIs
-  are ``https``, ``http`` on a loopback host, or a private-use scheme with a
-  dot in it (``com.example.app:/cb``, RFC 8252); never a fragment or a user.
-- A redirect URI matches a registered one exactly (both in the URL
-  standard's normal form), except that a loopback ``http`` URI may use any
-  port (RFC 8252).
-- An agent name is one that none of the user's live grants has, in any case: refused
-  on the consent page, and again, in one step with the insert, when the code is
-  traded (:class:`grants.AgentNameTaken`).
-- PKCE is S256 only: the SDK refuses any other method, and the challenge
-  must be a SHA-256 digest in base64url (43 characters).
-- ``resource``, when sent to authorize or token, must be ``<origin>/mcp``, named once.
-- The authorize endpoint only records the request and sends the browser to
-  the consent page (``/_rastrillo/agents/authorize``), where the signed-in
-  user allows or denies it; the code is made only when they allow. A request
-  it refuses is answered to the person, never sent on to the client's
-  redirect URI, which anyone may have registered (no open redirector).
-- Codes are random (256 bits), stored as digests, expire after two minutes
-  and are used once: a second use revokes the grant the first one made.
-- Refresh tokens rotate; one used twice revokes the whole grant (in grants).
-- Registration and authorize store a row for anyone who asks, so each is rate
-  limited (429 with ``Retry-After`` past the limit), in counts that no web page the
-  person opens can spend for another client: on a developer's machine every page
-  reaches the app from the address their MCP client comes from. A registration is
-  JSON (RFC 7591), which no page can send without CORS; one a page sends (it carries
-  an ``Origin``) is counted for that origin at that address, and one a program sends
-  for its address. Authorize is counted per registered client, once the request is
-  valid. A client that no authorization or grant ever named is forgotten a day after
-  it registered: a flood of them neither fills the database nor lasts. What a row keeps
-  is bounded too: a registration to 8 KiB, a request's ``state`` to :data:`STATE_MAX`.
-- A refresh stores a token pair, so refreshes are rate limited per grant
-  (:data:`REFRESHES_PER_GRANT`), counted before the refresh token is used.
-- A database that cannot answer for a moment is answered 503 with ``Retry-After`` at
-  every endpoint, as on every page (``availability``), authorize included: the SDK's
-  handler would answer it 400 ``server_error``.
-"""
+"""`Authority`: the ``mcp`` SDK's authorization-server provider for one app, backed by
+its grants, and the endpoints that serve it."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -76,34 +26,36 @@ from mcp.server.auth.provider import (
     AuthorizeError,
     OAuthAuthorizationServerProvider,
     RefreshToken,
-    RegistrationError,
     TokenError,
-    construct_redirect_uri,
 )
 from mcp.server.auth.settings import ClientRegistrationOptions
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
 from mcp.shared.auth import (
-    InvalidRedirectUriError,
     OAuthClientInformationFull,
     OAuthMetadata,
     OAuthToken,
     ProtectedResourceMetadata,
 )
-from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl
 from sqlalchemy import delete, select, update
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, request_response
-from starlette.types import ASGIApp, Message
+from starlette.types import Message
 
-from rastrillo import threads, visible
-from rastrillo.actor import Actor
+from rastrillo import threads
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
+from rastrillo.agents.oauth.consent import RANDOM_256, REQUEST_TTL, digest
+from rastrillo.agents.oauth.guards import (
+    cors,
+    count_authorization,
+    count_refresh,
+    count_registration,
+    limited,
+    too_many,
+)
+from rastrillo.agents.oauth.registration import GRANT_TYPES, Client, stored_registration
 from rastrillo.agents.tables import authorizations_table, clients_table
-from rastrillo.availability import UnavailableMiddleware, retryable, unavailable
-from rastrillo.registry.validate import unsafe_character
+from rastrillo.availability import retryable, unavailable
 from rastrillo.routing import (
     AUTHORIZATION_SERVER_PATH,
     CONSENT_PATH,
@@ -113,71 +65,16 @@ from rastrillo.routing import (
     OAUTH_TOKEN_PATH,
 )
 from rastrillo.sessions import throttle
-from rastrillo.sessions.store import holds_session
 from rastrillo.storage import Database
 
-__all__ = [
-    "CODE_TTL",
-    "REQUEST_TTL",
-    "Authority",
-    "AuthorizationGone",
-    "BadAgentName",
-    "PendingAuthorization",
-    "allow",
-    "deny",
-    "pending",
-]
-
-
-CODE_TTL = timedelta(minutes=2)
-"""An authorization code is traded for tokens at once; two minutes allows a slow client."""
-REQUEST_TTL = timedelta(minutes=10)
-"""How long the consent page waits for the user (signing in first included)."""
 _KEEP = timedelta(days=1)
 """How long a used or expired authorization is kept, so a replayed code still revokes; and
 how long a client that no authorization or grant names is kept after it registered."""
-REGISTRATIONS_PER_ADDRESS = 20
-"""Client registrations the programs at one client address (requests with no ``Origin``
-header) may make per :data:`RATE_WINDOW` (an MCP client registers once, when it is first
-connected)."""
-REGISTRATIONS_PER_ORIGIN = 20
-"""Client registrations the pages of one web origin may make from one client address per
-:data:`RATE_WINDOW` (a browser-based client, such as the MCP Inspector, sends ``Origin``).
-A browser always sends a page's true origin, so a page spends this count and no other."""
-REGISTRATIONS_FROM_PAGES = 60
-"""Client registrations all requests that carry an ``Origin`` may make from one client
-address per :data:`RATE_WINDOW`: a program can send any ``Origin`` it likes, and without
-this each one it made up would be a new count. Pages on the person's own machine (a
-loopback origin: a browser-based client such as the MCP Inspector) have a ceiling of their
-own, apart from pages elsewhere, so that no site on the web, whatever number of origins it
-sets pages of at the app, spends theirs."""
-AUTHORIZATIONS_PER_CLIENT = 20
-"""Authorization requests one registered client may make per :data:`RATE_WINDOW` (a person
-connecting a client makes one, or a few). Counted once the request is valid (a known
-client, a redirect URI it registered, PKCE), so only a request that would store a row is
-counted, and only against the client it names."""
 STATE_MAX = 1024
 """The most characters an authorization request's ``state`` may hold: it is stored with the
 request, and a URL may be 64 KiB (a client sends a random value, or a short one it
 encodes; RFC 6749 sets no bound)."""
-REFRESHES_PER_GRANT = 20
-"""Refreshes one grant may make per :data:`RATE_WINDOW` (a client refreshes when its access
-token, good for an hour, runs out). Each stores a token pair, and the used refresh token
-is kept for its 30 days (a replay of it revokes the grant), so a holder refreshing in a
-loop would grow the tokens table without bound."""
-RATE_WINDOW = timedelta(hours=1)
-
 _CLIENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_RANDOM_256 = re.compile(r"[A-Za-z0-9_-]{43}")
-"""256 bits in base64url: a request id, a code, and an S256 code challenge alike."""
-_PRIVATE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
-_LOOPBACK = frozenset({"127.0.0.1", "[::1]", "localhost"})
-_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
-_CLIENT_NAME_MAX = 100
-_REDIRECT_URIS_MAX = 10
-_REGISTRATION_MAX = 8 * 1024
-"""The most a client's registration may take stored, as JSON (a client registers its
-name, a few redirect URIs and a few links; the request body may be 4 MiB)."""
 _GET = ["GET", "HEAD", "OPTIONS"]
 _FORM_TYPE = b"application/x-www-form-urlencoded"
 _JSON_TYPE = "application/json"
@@ -211,213 +108,6 @@ _UNSENT = "answered by the endpoint instead"
 """The description of the :class:`AuthorizeError` that :meth:`Authority.authorize` raises
 to end the SDK's handler once it called :func:`_answer_instead`: the handler's answer to
 it is made, and not sent."""
-
-
-class AuthorizationGone(LookupError):
-    """The authorization request is unknown, expired or already answered."""
-
-
-class BadAgentName(ValueError):
-    """The agent name the user typed is not one a grant may take; the message says why,
-    for the person (:func:`grants.check_agent_name`)."""
-
-
-@dataclass(frozen=True)
-class PendingAuthorization:
-    """An authorization request waiting on the consent page for the user's answer."""
-
-    id: str
-    client_id: str
-    client_name: str
-    """As the client registered it: untrusted text (show it with :mod:`rastrillo.visible`)."""
-    redirect_uri: str
-    expires_at: datetime
-
-    @property
-    def redirect_host(self) -> str:
-        """Where the browser goes after the answer: the host of an ``https`` or loopback
-        URI, or the scheme of an app's own. Only the scheme, for an app's own: the app that
-        claims the scheme gets the answer whatever follows it, so a host written there
-        (``com.evil.app://claude.ai/cb``) is not where it goes, and is not shown."""
-        parts = urlsplit(self.redirect_uri)
-        if parts.scheme in ("http", "https"):
-            return parts.hostname or ""
-        return f"{parts.scheme}:"
-
-    @property
-    def redirect_port(self) -> int | None:
-        """The port an ``http`` or ``https`` redirect URI names, or None (the scheme's own)."""
-        parts = urlsplit(self.redirect_uri)
-        return parts.port if parts.scheme in ("http", "https") else None
-
-    @property
-    def redirect_target(self) -> str:
-        """:attr:`redirect_host` and the port named, if any (``127.0.0.1:51234``,
-        ``[::1]:8123``): what identifies the client for real, where its name is only its
-        own claim. A program on this computer has its own port; a site, its own host."""
-        host = self.redirect_host
-        if self.redirect_port is None:
-            return host
-        return f"[{host}]:{self.redirect_port}" if ":" in host else f"{host}:{self.redirect_port}"
-
-    @property
-    def loopback(self) -> bool:
-        return urlsplit(self.redirect_uri).scheme == "http"
-
-    @property
-    def app_scheme(self) -> bool:
-        """Whether the answer goes to an app's own scheme (``com.example.app:``), which any
-        app on the device may claim, and which may spell a website's name (``claude.ai:``)."""
-        return urlsplit(self.redirect_uri).scheme not in ("http", "https")
-
-    def agent_suggestion(self, taken: Collection[str] = ()) -> str:
-        """An agent name made from the client's name (``Claude Code`` → ``claude-code``),
-        and none of ``taken``, the names of the user's live agents, in any case
-        (``claude-code-2``).
-
-        Approvals and the audit log know an agent by its name: a client that calls
-        itself after one the user already connected is not handed that agent's name, or
-        the two could redeem each other's approvals and the log not tell them apart.
-        """
-        taken = {t.lower() for t in taken} | grants.RESERVED_AGENTS
-        slug = re.sub(r"[^a-z0-9_.-]+", "-", self.client_name.lower()).strip("-._")
-        return grants.unused_name(slug[:64].rstrip("-._") or "agent", taken)
-
-
-def pending(db: Database, request_id: str) -> PendingAuthorization | None:
-    """The authorization request waiting for an answer; None when unknown, expired or answered."""
-    if not _RANDOM_256.fullmatch(request_id):
-        return None
-    query = (
-        select(authorizations_table, clients_table.c.info)
-        .join(clients_table, clients_table.c.client_id == authorizations_table.c.client_id)
-        .where(authorizations_table.c.id == request_id)
-    )
-    with db.read() as conn:
-        row = conn.execute(query).first()
-    if row is None:
-        return None
-    m = row._mapping
-    if m["decided_at"] is not None or m["expires_at"] <= db.clock.now():
-        return None
-    client = OAuthClientInformationFull.model_validate_json(m["info"])
-    return PendingAuthorization(
-        id=m["id"],
-        client_id=m["client_id"],
-        client_name=client.client_name or "an unnamed client",
-        redirect_uri=m["redirect_uri"],
-        expires_at=m["expires_at"],
-    )
-
-
-def allow(
-    db: Database, request_id: str, *, user_id: str, session: str, agent: str, issuer: str
-) -> str:
-    """The user allowed, in their browser ``session``: make the code, and return where to
-    send their browser.
-
-    Raises :class:`AuthorizationGone` when the request cannot be answered any
-    more (only one answer counts), or ``session`` has ended: the code is made only while
-    it lives, in one transaction with its row locked (:func:`sessions.store.holds_session`),
-    so a ``sessions.revoke_user`` as it is made either comes first or ends the code too.
-    :class:`BadAgentName` for a bad agent name or one
-    that one of the user's live grants has (in any case). The grant itself is made when
-    the code is traded, and refused then if the name was taken in between.
-    """
-    if not Actor.agent(agent).is_named_agent:
-        raise BadAgentName(
-            "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
-            "starting with a letter or digit."
-        )
-    try:
-        grants.check_agent_name(agent)
-    except grants.GrantError as exc:
-        raise BadAgentName(str(exc)) from None
-    taken = grants.live_grants_named(db, user_id, agent)
-    if taken:
-        raise BadAgentName(str(grants.AgentNameTaken(taken[0])))
-    code = secrets.token_urlsafe(32)
-    now = db.clock.now()
-    row = _decide(
-        db,
-        request_id,
-        now,
-        session=session,
-        user_id=user_id,
-        agent=agent,
-        code_digest=_digest(code),
-        expires_at=now + CODE_TTL,
-    )
-    return construct_redirect_uri(row["redirect_uri"], code=code, state=row["state"], iss=issuer)
-
-
-def deny(db: Database, request_id: str, *, issuer: str) -> str:
-    """The user denied: where to send their browser (``error=access_denied``)."""
-    row = _decide(db, request_id, db.clock.now())
-    return construct_redirect_uri(
-        row["redirect_uri"],
-        error="access_denied",
-        error_description="The user denied the request.",
-        state=row["state"],
-        iss=issuer,
-    )
-
-
-def _decide(
-    db: Database, request_id: str, now: datetime, session: str | None = None, **values: Any
-) -> Any:
-    if not _RANDOM_256.fullmatch(request_id):
-        raise AuthorizationGone(request_id)
-    table = authorizations_table
-    with db.write() as conn:
-        if session is not None and not holds_session(conn, now, session, values["user_id"]):
-            raise AuthorizationGone(request_id)
-        done = conn.execute(
-            update(table)
-            .where(table.c.id == request_id, table.c.decided_at.is_(None), table.c.expires_at > now)
-            .values(decided_at=now, **values)
-        ).rowcount
-        if not done:
-            raise AuthorizationGone(request_id)
-        return conn.execute(select(table).where(table.c.id == request_id)).one()._mapping
-
-
-class Client(OAuthClientInformationFull):
-    """A registered client, whose redirect URIs match exactly but for a loopback port."""
-
-    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
-        registered = self.redirect_uris or []
-        if redirect_uri is None:
-            if len(registered) == 1:
-                return registered[0]
-            raise InvalidRedirectUriError(
-                "redirect_uri is required: this client registered several"
-            )
-        if any(_same_redirect(redirect_uri, r) for r in registered):
-            return redirect_uri
-        raise InvalidRedirectUriError("redirect_uri is not one this client registered")
-
-
-def _same_redirect(asked: AnyUrl, registered: AnyUrl) -> bool:
-    if str(asked) == str(registered):
-        return True
-    return (
-        asked.scheme == registered.scheme == "http"
-        and asked.host == registered.host
-        and asked.host in _LOOPBACK
-        and (asked.username, asked.password, asked.path, asked.query, asked.fragment)
-        == (registered.username, registered.password, registered.path, registered.query, None)
-    )
-
-
-def _on_this_machine(origin: str) -> bool:
-    """Whether an ``Origin`` is a loopback host's: a page served on the person's own machine,
-    which no page on the web can be (a browser sends a page's true origin)."""
-    try:
-        host = urlsplit(origin).hostname
-    except ValueError:
-        return False
-    return host is not None and (host in _LOOPBACK or f"[{host}]" in _LOOPBACK)
 
 
 class Code(AuthorizationCode):
@@ -455,7 +145,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 "registration_endpoint": origin + OAUTH_REGISTER_PATH,
                 "revocation_endpoint": origin + OAUTH_REVOKE_PATH,
                 "response_types_supported": ["code"],
-                "grant_types_supported": sorted(_GRANT_TYPES),
+                "grant_types_supported": sorted(GRANT_TYPES),
                 "token_endpoint_auth_methods_supported": ["none"],
                 "revocation_endpoint_auth_methods_supported": ["none"],
                 "code_challenge_methods_supported": ["S256"],
@@ -495,16 +185,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         return None if info is None else Client.model_validate_json(info)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        _check_registration(client_info)
-        client_info.token_endpoint_auth_method = "none"
-        client_info.client_secret = None
-        client_info.client_secret_expires_at = None
-        info = client_info.model_dump_json(exclude_none=True)
-        if len(info.encode()) > _REGISTRATION_MAX:
-            raise RegistrationError(
-                "invalid_client_metadata",
-                f"the registration is larger than {_REGISTRATION_MAX // 1024} KiB",
-            )
+        info = stored_registration(client_info)
         row = {"client_id": client_info.client_id, "info": info, "created_at": self.db.clock.now()}
         await threads.in_thread(self._record_client, row)
 
@@ -529,7 +210,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
     ) -> str:
-        if not _RANDOM_256.fullmatch(params.code_challenge):
+        if not RANDOM_256.fullmatch(params.code_challenge):
             raise AuthorizeError(
                 "invalid_request", "code_challenge must be a SHA-256 digest in base64url (S256)"
             )
@@ -552,7 +233,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         try:
             await threads.in_thread(self._record_request, row)
         except throttle.TooManyAttempts as exc:
-            answer = _too_many(exc)
+            answer = too_many(exc)
         except Exception as exc:
             if not retryable(exc):
                 raise
@@ -564,12 +245,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
 
     def _record_request(self, row: dict[str, Any]) -> None:
         """The request counted against its client, then stored."""
-        throttle.take_attempt(
-            self.db,
-            {f"oauth-authorize:{row['client_id']}": AUTHORIZATIONS_PER_CLIENT},
-            RATE_WINDOW,
-            "authorization requests",
-        )
+        count_authorization(self.db, row["client_id"])
         table = authorizations_table
         with self.db.write() as conn:
             conn.execute(delete(table).where(table.c.created_at < row["created_at"] - _KEEP))
@@ -578,14 +254,14 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> Code | None:
-        if not _RANDOM_256.fullmatch(authorization_code):
+        if not RANDOM_256.fullmatch(authorization_code):
             return None
         return await threads.in_thread(self._load_code, client.client_id, authorization_code)
 
     def _load_code(self, client_id: str, code: str) -> Code | None:
         table = authorizations_table
         with self.db.read() as conn:
-            row = conn.execute(select(table).where(table.c.code_digest == _digest(code))).first()
+            row = conn.execute(select(table).where(table.c.code_digest == digest(code))).first()
         if row is None or row.client_id != client_id:
             return None
         if row.used_at is not None:
@@ -691,9 +367,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         return _oauth_token(tokens)
 
     def _rotate(self, refresh_token: Refresh) -> grants.Tokens | None:
-        key = f"oauth-refresh:{refresh_token.grant_id}"
-        limit = {key: REFRESHES_PER_GRANT}
-        throttle.take_attempt(self.db, limit, RATE_WINDOW, "token refreshes")
+        count_refresh(self.db, refresh_token.grant_id)
         return grants.rotate_refresh(self.db, refresh_token.token)
 
     async def load_access_token(self, token: str) -> Access | None:
@@ -769,7 +443,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         try:
             return await self._token.handle(request)
         except throttle.TooManyAttempts as exc:
-            return _too_many(exc)
+            return too_many(exc)
 
     async def _register_endpoint(self, request: Request) -> Response:
         """The SDK's registration handler, for a JSON request within its sender's count.
@@ -777,8 +451,8 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
         RFC 7591 has a client send its registration as ``application/json``; the SDK's
         handler would read any body. Held to JSON, a registration is one no web page can
         send without a CORS preflight, so a page's request carries its true ``Origin``
-        and is counted for that origin (:data:`REGISTRATIONS_PER_ORIGIN`); a request
-        without one, from a program, for its address (:data:`REGISTRATIONS_PER_ADDRESS`).
+        and is counted for that origin; a request without one, from a program, for its
+        address (:func:`guards.count_registration`).
         Either way a page spends only its own count, never that of the person's MCP
         client on the same machine, nor of a browser-based client on another origin.
         """
@@ -794,20 +468,10 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             )
         address = request.client.host if request.client else "unknown"
         origin = request.headers.get("origin")
-        if origin is None:
-            limits = {throttle.address_key(address, "oauth-register"): REGISTRATIONS_PER_ADDRESS}
-        else:
-            pages = "oauth-reg-local" if _on_this_machine(origin) else "oauth-reg-pages"
-            limits = {
-                throttle.origin_key(address, origin, "oauth-reg-origin"): REGISTRATIONS_PER_ORIGIN,
-                throttle.address_key(address, pages): REGISTRATIONS_FROM_PAGES,
-            }
         try:
-            await threads.in_thread(
-                throttle.take_attempt, self.db, limits, RATE_WINDOW, "registrations"
-            )
+            await threads.in_thread(count_registration, self.db, address, origin)
         except throttle.TooManyAttempts as exc:
-            return _too_many(exc)
+            return too_many(exc)
         return await self._register.handle(request)
 
     async def _revocation_endpoint(self, request: Request) -> Response:
@@ -840,7 +504,7 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
             # RFC 9728 puts the resource's path after the well-known name; the bare path
             # is the one /mcp's WWW-Authenticate names. Both answer.
             *(
-                Route(path, _cors(request_response(handle), _GET), methods=_GET)
+                Route(path, cors(request_response(handle), _GET), methods=_GET)
                 for path, handle in (
                     (RESOURCE_METADATA_PATH, resource),
                     (RESOURCE_METADATA_PATH + MCP_PATH, resource),
@@ -848,96 +512,9 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
                 )
             ),
             # No CORS here: a browser is sent to authorize, no script calls it.
-            Route(OAUTH_AUTHORIZE_PATH, _limited(self._authorize_endpoint), methods=["GET"]),
-            *(
-                Route(path, _cors(_limited(handle), _POST), methods=_POST)
-                for path, handle in posted
-            ),
+            Route(OAUTH_AUTHORIZE_PATH, limited(self._authorize_endpoint), methods=["GET"]),
+            *(Route(path, cors(limited(handle), _POST), methods=_POST) for path, handle in posted),
         ]
-
-
-def _too_many(exc: throttle.TooManyAttempts) -> Response:
-    return JSONResponse(
-        {"error": "too_many_requests", "error_description": str(exc)},
-        status_code=429,
-        headers={"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"},
-    )
-
-
-def _limited(handle: Callable[[Request], Any]) -> ASGIApp:
-    """``handle`` with the SDK's body limit, and a database that cannot answer for a moment
-    answered 503 with ``Retry-After`` as on every page (the SDK's handlers let such an
-    error go up, but the authorize one, which :data:`_INSTEAD` covers)."""
-    return UnavailableMiddleware(
-        RequestBodyLimitMiddleware(request_response(handle), DEFAULT_MAX_REQUEST_BODY_SIZE)
-    )
-
-
-def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
-    """Any origin may call it from a script (a browser-based MCP client): nothing here
-    reads a cookie, so nothing is exposed that the caller does not already hold."""
-    return CORSMiddleware(
-        app, allow_origins="*", allow_methods=methods, allow_headers=[MCP_PROTOCOL_VERSION_HEADER]
-    )
-
-
-def _check_registration(info: OAuthClientInformationFull) -> None:
-    if len(info.redirect_uris or []) > _REDIRECT_URIS_MAX:
-        raise RegistrationError(
-            "invalid_redirect_uri", f"at most {_REDIRECT_URIS_MAX} redirect URIs"
-        )
-    for uri in info.redirect_uris or []:
-        problem = _redirect_problem(uri)
-        if problem:
-            raise RegistrationError("invalid_redirect_uri", f"{str(uri)[:200]}: {problem}")
-    if not set(info.grant_types) <= _GRANT_TYPES:
-        raise RegistrationError(
-            "invalid_client_metadata",
-            "grant_types may be authorization_code and refresh_token only",
-        )
-    if info.response_types != ["code"]:
-        raise RegistrationError(
-            "invalid_client_metadata", "response_types must be exactly ['code']"
-        )
-    if info.client_name is not None and len(info.client_name) > _CLIENT_NAME_MAX:
-        raise RegistrationError(
-            "invalid_client_metadata", f"client_name is longer than {_CLIENT_NAME_MAX} characters"
-        )
-    if info.client_name is not None and (problem := _name_problem(info.client_name)):
-        raise RegistrationError("invalid_client_metadata", f"client_name {problem}")
-
-
-def _name_problem(name: str) -> str | None:
-    """Why a client's name could read as another, or None.
-
-    The consent page shows the name the client chose. One holding a character no tool
-    arg may hold (a control character, a bidirectional override: ``validate``'s rule), one
-    that shows as nothing or moves the text around it, or one drawn as an ASCII character
-    (``visible``: a Cyrillic a in ``Claude``) reads as a name it is not: refused, naming the
-    character. The page marks such characters too, in a name stored before this rule."""
-    bad = unsafe_character(name)
-    if bad is not None:
-        return f"holds {visible.label(bad)}, which no text here may hold"
-    marked = next((p for p in visible.parts(name) if p.label is not None), None)
-    if marked is None:
-        return None
-    if marked.lookalike:
-        return f"holds {marked.label}, which is drawn as an ASCII character it is not"
-    return f"holds {marked.label}, which shows as nothing or moves the text around it"
-
-
-def _redirect_problem(uri: AnyUrl) -> str | None:
-    if uri.fragment is not None:
-        return "a redirect URI has no fragment"
-    if uri.username is not None or uri.password is not None:
-        return "a redirect URI has no user or password"
-    if uri.scheme == "https":
-        return None if uri.host else "an https redirect URI needs a host"
-    if uri.scheme == "http":
-        return None if uri.host in _LOOPBACK else "http is for loopback hosts only; use https"
-    if _PRIVATE_SCHEME.fullmatch(uri.scheme):
-        return None
-    return "use https, http on a loopback host, or an app's own scheme (com.example.app:/)"
 
 
 def _oauth_token(tokens: grants.Tokens) -> OAuthToken:
@@ -946,7 +523,3 @@ def _oauth_token(tokens: grants.Tokens) -> OAuthToken:
         expires_in=int(grants.ACCESS_TTL.total_seconds()),
         refresh_token=tokens.refresh_token,
     )
-
-
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode("ascii")).hexdigest()
