@@ -9,8 +9,9 @@ import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from mcp.server.auth.provider import construct_redirect_uri
 from mcp.shared.auth import OAuthClientInformationFull
@@ -50,42 +51,44 @@ class PendingAuthorization:
     redirect_uri: str
     expires_at: datetime
 
+    @cached_property
+    def _redirect(self) -> SplitResult:
+        return urlsplit(self.redirect_uri)
+
+    @property
+    def app_scheme(self) -> bool:
+        """Whether the answer goes to an app's own scheme (``com.example.app:``), which any
+        app on the device may claim, and which may spell a website's name (``claude.ai:``)."""
+        return self._redirect.scheme not in ("http", "https")
+
     @property
     def redirect_host(self) -> str:
         """Where the browser goes after the answer: the host of an ``https`` or loopback
         URI, or the scheme of an app's own. Only the scheme, for an app's own: the app that
         claims the scheme gets the answer whatever follows it, so a host written there
         (``com.evil.app://claude.ai/cb``) is not where it goes, and is not shown."""
-        parts = urlsplit(self.redirect_uri)
-        if parts.scheme in ("http", "https"):
-            return parts.hostname or ""
-        return f"{parts.scheme}:"
+        if self.app_scheme:
+            return f"{self._redirect.scheme}:"
+        return self._redirect.hostname or ""
 
     @property
     def redirect_port(self) -> int | None:
         """The port an ``http`` or ``https`` redirect URI names, or None (the scheme's own)."""
-        parts = urlsplit(self.redirect_uri)
-        return parts.port if parts.scheme in ("http", "https") else None
+        return None if self.app_scheme else self._redirect.port
 
     @property
     def redirect_target(self) -> str:
         """:attr:`redirect_host` and the port named, if any (``127.0.0.1:51234``,
         ``[::1]:8123``): what identifies the client for real, where its name is only its
         own claim. A program on this computer has its own port; a site, its own host."""
-        host = self.redirect_host
-        if self.redirect_port is None:
+        host, port = self.redirect_host, self.redirect_port
+        if port is None:
             return host
-        return f"[{host}]:{self.redirect_port}" if ":" in host else f"{host}:{self.redirect_port}"
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     @property
     def loopback(self) -> bool:
-        return urlsplit(self.redirect_uri).scheme == "http"
-
-    @property
-    def app_scheme(self) -> bool:
-        """Whether the answer goes to an app's own scheme (``com.example.app:``), which any
-        app on the device may claim, and which may spell a website's name (``claude.ai:``)."""
-        return urlsplit(self.redirect_uri).scheme not in ("http", "https")
+        return self._redirect.scheme == "http"
 
     def agent_suggestion(self, taken: Collection[str] = ()) -> str:
         """An agent name made from the client's name (``Claude Code`` → ``claude-code``),
