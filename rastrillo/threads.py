@@ -9,7 +9,8 @@ capacity limiter, cancel scope and per-loop lookups cost about twice the CPU of 
 hand-off itself, and a ``concurrent.futures`` executor builds a lock-backed future per
 call; every signed-in request pays for one hop. Here a call is one tuple put in the
 ``SimpleQueue`` of the worker that became idle last (as anyio hands it to its last idle
-worker: one warm thread, not each in turn) and its outcome one ``call_soon_threadsafe``,
+worker: one warm thread, not each in turn) and its outcome put in its event loop's
+:class:`_Ended`, which wakes the loop once for every call that ends before the loop looks,
 with what anyio guarantees kept: at most :data:`MAX_THREADS` threads, the caller's
 context variables seen in the thread, and a caller cancelled while its call is queued or
 running still waits for the call to end, so nothing a handler does outlives its request.
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import contextvars
 import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -50,6 +51,48 @@ class _Call:
         """Set when a caller cancelled before the end waits for the end."""
 
 
+class _Ended:
+    """One event loop's calls that have ended and are not settled yet.
+
+    Waking a loop from another thread is a system call on each side (a byte written to the
+    loop's socket, then read back), and the writing thread lets go of the GIL for it: under
+    load, one for every call kept the loop and the workers handing the GIL to each other.
+    The first call to end schedules one wake-up; those that end before it runs join it.
+    """
+
+    __slots__ = ("calls", "waking")
+
+    def __init__(self) -> None:
+        self.calls: collections.deque[tuple[_Call, Any, BaseException | None]] = collections.deque()
+        self.waking = False
+        """A wake-up is scheduled and has not begun settling ``calls``."""
+
+    def add(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        call: _Call,
+        result: Any,
+        exc: BaseException | None,
+    ) -> None:
+        """In a worker: ``call`` ended; settle it on ``loop``."""
+        self.calls.append((call, result, exc))
+        # Cleared by the wake-up before it takes the calls: a call added while it is set is
+        # still taken by that wake-up.
+        if not self.waking:
+            self.waking = True
+            try:
+                loop.call_soon_threadsafe(self._settle_all)
+            except RuntimeError:  # a closed loop: nobody is left to tell
+                self.waking = False
+                self.calls.clear()
+
+    def _settle_all(self) -> None:
+        self.waking = False
+        calls = self.calls
+        while calls:
+            _settle(*calls.popleft())
+
+
 class _Worker:
     """One worker thread, handed calls one at a time through its own inbox."""
 
@@ -66,6 +109,9 @@ next call, so under light load one warm thread does the work, not each in turn."
 _backlog: collections.deque[tuple[Any, ...]] = collections.deque()
 """Calls waiting for a worker while all :data:`MAX_THREADS` are busy."""
 _threads = 0
+_finished: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ended] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _forget_threads() -> None:
@@ -82,8 +128,11 @@ async def in_thread(func: Callable[..., T], /, *args: Any) -> T:
     global _threads
     loop = asyncio.get_running_loop()
     call = _Call(loop)
-    item = (loop, call, contextvars.copy_context(), func, args)
     with _lock:
+        finished = _finished.get(loop)
+        if finished is None:
+            finished = _finished[loop] = _Ended()
+        item = (loop, finished, call, contextvars.copy_context(), func, args)
         if _idle:
             worker: _Worker | None = _idle.pop()
         elif _threads < MAX_THREADS:
@@ -113,31 +162,31 @@ async def in_thread(func: Callable[..., T], /, *args: Any) -> T:
 def _work(worker: _Worker) -> None:
     item = worker.inbox.get()
     while True:
-        loop, call, outcome = _run(*item)
+        loop, finished, call, result, exc = _run(*item)
         # Idle (or given the oldest waiting call) before the caller hears of the end: its
         # next call, often made at once, then finds this thread, not a new one.
         with _lock:
             waiting = _backlog.popleft() if _backlog else None
             if waiting is None:
                 _idle.append(worker)
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
-            loop.call_soon_threadsafe(_settle, call, *outcome)
-        del loop, call, outcome, item  # an idle thread keeps nothing of its last call alive
+        finished.add(loop, call, result, exc)
+        del loop, finished, call, result, exc, item  # an idle thread keeps nothing of its last call
         item = waiting if waiting is not None else worker.inbox.get()
 
 
 def _run(
     loop: asyncio.AbstractEventLoop,
+    finished: _Ended,
     call: _Call,
     context: contextvars.Context,
     func: Callable[..., Any],
     args: tuple[Any, ...],
-) -> tuple[asyncio.AbstractEventLoop, _Call, tuple[Any, BaseException | None]]:
+) -> tuple[asyncio.AbstractEventLoop, _Ended, _Call, Any, BaseException | None]:
     try:
         result = context.run(func, *args)
     except BaseException as exc:
-        return loop, call, (None, exc)
-    return loop, call, (result, None)
+        return loop, finished, call, None, exc
+    return loop, finished, call, result, None
 
 
 def _settle(call: _Call, result: Any, exc: BaseException | None) -> None:
