@@ -9,9 +9,11 @@ import os
 import signal
 import threading
 import weakref
+from typing import Any
 
 import pytest
 
+from rastrillo import threads
 from rastrillo.threads import MAX_THREADS, in_thread
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id")
@@ -122,3 +124,53 @@ def test_an_idle_thread_keeps_nothing_of_its_last_call_alive() -> None:
     made = asyncio.run(call())
     gc.collect()
     assert made() is None
+
+
+def test_calls_that_end_before_the_loop_wakes_are_settled_in_one_wake_up() -> None:
+    """Each wake-up of the loop is a system call in the worker, which lets go of the GIL
+    for it: under load, calls ending together share one."""
+
+    async def main() -> tuple[list[int], int]:
+        loop = asyncio.get_running_loop()
+        wake_ups = 0
+        wake = loop.call_soon_threadsafe
+
+        def counted(*args: Any) -> asyncio.Handle:
+            nonlocal wake_ups
+            wake_ups += 1
+            return wake(*args)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
+        finished = threads._Ended()
+        calls = [threads._Call(loop) for _ in range(3)]
+
+        def end_all() -> None:
+            for n, call in enumerate(calls):
+                finished.add(loop, call, n, None)
+
+        workers = threading.Thread(target=end_all)
+        workers.start()
+        workers.join()  # the loop does not run until all three have ended
+        results = [await call.outcome for call in calls]
+        later = threads._Call(loop)
+        finished.add(loop, later, 3, None)  # one that ends after the wake-up wakes it again
+        results.append(await asyncio.wait_for(later.outcome, 10))
+        return results, wake_ups
+
+    assert asyncio.run(main()) == ([0, 1, 2, 3], 2)
+
+
+def test_a_call_ending_after_its_loop_closed_is_dropped() -> None:
+    class Made:
+        pass
+
+    loop = asyncio.new_event_loop()
+    call = threads._Call(loop)
+    loop.close()
+    made = Made()
+    finished = threads._Ended()
+    finished.add(loop, call, made, None)
+    kept = weakref.ref(made)
+    del made
+    assert kept() is None
+    assert not call.outcome.done()
