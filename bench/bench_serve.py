@@ -21,7 +21,9 @@ limits; no access log for any of them), loaded by wrk
 (``-t1``) at 16 and 64 connections with p99 latency, and the server process's CPU
 time per request (from ``/proc``): on a machine shared with other work, requests
 per second follow the share of the cores the server is given, CPU per request
-does not. Rounds alternate the apps, in a rotating order, so noise hits them alike.
+does not. All four servers run from start to end; each wrk run of one app is followed
+by the same run of the next, in an order rotating with the round, so a change in the
+machine's other load falls on the runs compared, not on one app's whole round.
 In-process: the same signed-in request, a hand-built ASGI scope, sent straight
 into each app in one process, apps alternating each round; goal: Rastrillo's time
 per request no more than Litestar's or bare Starlette's.
@@ -31,7 +33,7 @@ first run (this checkout installed editable, plus both) and runs itself, every
 server and the in-process part from it, so all four use the same uvicorn,
 Starlette and SQLAlchemy.
 
-    python bench/bench_serve.py [--seconds 5] [--rounds 3] [--calls 2000]
+    python bench/bench_serve.py [--seconds 3] [--rounds 5] [--calls 2000]
 
 Needs `wrk` (Debian: apt-get install wrk).
 """
@@ -297,22 +299,36 @@ Case = tuple[str, dict[str, str]]
 Served = dict[tuple[str, int], Load]
 
 
-def measure(kind: str, db: str, seconds: int, cases: dict[str, Case]) -> Served:
-    """``kind`` served on a fresh port: every case at every connection count."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port), db])
+def measure(db: str, seconds: int, rounds: int, cases: dict[str, Case]) -> list[dict[str, Served]]:
+    """Every app served at once, each on its own port, then loaded in turn: each round
+    runs every case at every connection count on all four apps back to back, in an order
+    that rotates with the round, so a change in the machine's other load falls on the four
+    runs it compares, not on one app's whole round."""
+    processes: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
     try:
-        found: Served = {}
-        for case, (path, headers) in cases.items():
-            url = f"http://127.0.0.1:{port}{path}"
-            wait_for(url, headers, process)
-            wrk(url, 16, 1, headers, process.pid)  # warm up
-            for c in CONNECTIONS:
-                found[case, c] = wrk(url, c, seconds, headers, process.pid)
+        for kind in KINDS:
+            port = free_port()
+            command = [sys.executable, __file__, "--serve", kind, str(port), db]
+            processes[kind] = (port, subprocess.Popen(command))
+        for port, process in processes.values():
+            for path, headers in cases.values():
+                url = f"http://127.0.0.1:{port}{path}"
+                wait_for(url, headers, process)
+                wrk(url, 16, 1, headers, process.pid)  # warm up
+        found: list[dict[str, Served]] = []
+        for r in range(rounds):
+            found.append({kind: {} for kind in KINDS})
+            for case, (path, headers) in cases.items():
+                for c in CONNECTIONS:
+                    for kind in KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]:
+                        port, process = processes[kind]
+                        url = f"http://127.0.0.1:{port}{path}"
+                        found[r][kind][case, c] = wrk(url, c, seconds, headers, process.pid)
         return found
     finally:
-        process.terminate()
-        process.wait()
+        for _, process in processes.values():
+            process.terminate()
+            process.wait()
 
 
 def signed_in(db: str) -> tuple[str, dict[str, str]]:
@@ -413,8 +429,8 @@ def main() -> None:
         serve(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=5, help="each wrk run (default 5)")
-    parser.add_argument("--rounds", type=int, default=3, help="served rounds (default 3)")
+    parser.add_argument("--seconds", type=int, default=3, help="each wrk run (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="served rounds (default 5)")
     parser.add_argument("--calls", type=int, default=2000, help="in-process, per round")
     parser.add_argument("--in-process-only", action="store_true")
     args = parser.parse_args()
@@ -442,10 +458,7 @@ def main() -> None:
         if args.in_process_only:
             return
         cases = {"anonymous page": (PAGE, {}), "signed-in JSON read": (order_path, cookie)}
-        rounds: list[dict[str, Served]] = []
-        for r in range(args.rounds):
-            order = KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]
-            rounds.append({kind: measure(kind, db, args.seconds, cases) for kind in order})
+        rounds = measure(db, args.seconds, args.rounds, cases)
     print(
         f"served: uvicorn, one worker; wrk -t1 -d{args.seconds}s;"
         f" {args.rounds} rounds alternating; req/s and p99 median (rounds)"
