@@ -7,6 +7,7 @@ take the values they use, never the whole `Options`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -159,6 +160,25 @@ class Options:
     def database_url(self) -> str:
         """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
         return database_url(self.db, self.app_dir)
+
+
+DB_ENV = "RASTRILLO_DB"
+"""The database for every process of an app (a SQLite path or a URL), set once by a platform."""
+
+
+def select_database(options: Options, flag: str | None) -> Options:
+    """``options`` on the database ``--db`` names, else ``RASTRILLO_DB``, else its own:
+    the one rule by which every process of an app (a server, its workers, the sidecar,
+    each command line tool) picks its database.
+
+    A path given on the command line or in the environment is relative to the
+    working directory, as a shell user expects; ``Options.db`` is relative to
+    the app folder.
+    """
+    chosen = flag if flag is not None else os.environ.get(DB_ENV) or None
+    if chosen is None:
+        return options
+    return dataclasses.replace(options, db=database_url(chosen, Path.cwd()))
 
 
 def _number(least: float, *, whole: bool = False, above: bool = False) -> Callable[[Any], bool]:
