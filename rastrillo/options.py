@@ -63,7 +63,9 @@ class Options:
     routes: Sequence[Route] = ()
     """The route table, usually ``gen.routes()``."""
     tools: Sequence[ToolDef] = ()
-    """The tool registry, usually ``gen.tools()``."""
+    """The tool registry, usually ``gen.tools()``; kept as a tuple, so that
+    ``dispatch(app, OPTIONS.tools, call)`` checks a registry that cannot change under
+    it, planned once."""
     wrap: Callable[[ASGIApp], ASGIApp] | None = None
     """The app's one middleware seam: given the router, return an ASGI app."""
     app_dir: Path = field(default_factory=Path.cwd)
@@ -152,6 +154,7 @@ class Options:
             if not accepts(value):
                 one_line_if_it_ends_the_script()
                 raise ConfigError(f"Options.{name} is {wanted}, not {value!r}")
+        object.__setattr__(self, "tools", tuple(self.tools))
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"

@@ -350,23 +350,34 @@ class _Plan:
 _plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
 
 
-def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
-    """Each tool's plan by id (the first of a repeated id). A tuple registry, which cannot
-    change, is planned once (see :func:`_check_call`); any other sequence on every call."""
-    plans: dict[str, _Plan] = {}
-    for defn in defs:
-        args = dict(defn.args.items())
-        required = frozenset(name for name, arg in args.items() if arg.required)
-        params = _path_params(defn.path)
-        fields = tuple((name, _form_quote(name)) for name in sorted(args) if name not in params)
-        in_query = defn.method in ("GET", "HEAD")
-        plan = _Plan(defn, args, required, params, dict.fromkeys(args), fields, in_query)
-        plans.setdefault(defn.id, plan)
-    if type(defs) is tuple:
+def _plan_of(defs: Sequence[ToolDef], tool: str) -> _Plan | None:
+    """The plan of the tool ``tool`` names in ``defs`` (the first of a repeated id).
+
+    A tuple registry, which cannot change, such as ``app.tools`` and ``Options.tools``,
+    is planned whole once; any other sequence has only the called tool planned, on every
+    call (what it holds may have changed since)."""
+    if type(defs) is not tuple:
+        defn = next((defn for defn in defs if defn.id == tool), None)
+        return None if defn is None else _plan(defn)
+    cached = _plans_of.get(id(defs))
+    if cached is None or cached[0] is not defs:
+        plans: dict[str, _Plan] = {}
+        for defn in defs:
+            if defn.id not in plans:
+                plans[defn.id] = _plan(defn)
         if len(_plans_of) >= 64:
             _plans_of.clear()
-        _plans_of[id(defs)] = (defs, plans)
-    return plans
+        cached = _plans_of[id(defs)] = (defs, plans)
+    return cached[1].get(tool)
+
+
+def _plan(defn: ToolDef) -> _Plan:
+    args = dict(defn.args.items())
+    required = frozenset(name for name, arg in args.items() if arg.required)
+    params = _path_params(defn.path)
+    fields = tuple((name, _form_quote(name)) for name in sorted(args) if name not in params)
+    in_query = defn.method in ("GET", "HEAD")
+    return _Plan(defn, args, required, params, dict.fromkeys(args), fields, in_query)
 
 
 def _check_call(
@@ -378,11 +389,10 @@ def _check_call(
     Returns the tool's plan, and the canonical value and wire text of every arg that
     is sent (an optional arg that is absent, ``None`` or ``""`` is not).
     """
-    cached = _plans_of.get(id(defs)) if type(defs) is tuple else None
-    plans = cached[1] if cached is not None and cached[0] is defs else _plans(defs)
-    plan = plans.get(call.tool) if type(call.tool) is str else None
+    plan = _plan_of(defs, call.tool) if type(call.tool) is str else None
     if plan is None:
-        raise UnknownTool(call.tool if isinstance(call.tool, str) else written(call.tool), plans)
+        tool = call.tool if isinstance(call.tool, str) else written(call.tool)
+        raise UnknownTool(tool, {defn.id for defn in defs})
     defn = plan.defn
     if defn.access is Access.READ and defn.method != "GET":
         # Generate refuses such a tool; a hand-built registry must not run a state change unasked.
