@@ -39,7 +39,6 @@ SESSION_SCOPE_KEY = "rastrillo.session_id"
 """ASGI scope key holding the current session's id (the cookie value), or None."""
 
 _STATE_KEY = "rastrillo.session"
-_MAX_ID_LENGTH = 128
 
 
 def cookie_name(origin: str) -> str:
@@ -130,7 +129,7 @@ class SessionMiddleware:
 
     async def _resolve(self, scope: Scope) -> RequestSession:
         marker = scope.get(TOOL_CALL_SCOPE_KEY)
-        # A dispatched call's session id passed dispatch's own check of `SESSION_ID`.
+        # A dispatched call's session id passed dispatch's own `is_session_id`.
         dispatched = getattr(marker, "session_id", None)
         presented = dispatched or _cookie(scope, self.cookie)
         if presented is None:

@@ -136,8 +136,9 @@ the session middleware and dispatch apply before any lookup."""
 
 
 def is_session_id(value: object) -> bool:
-    """Whether ``value`` could be a session id: a string wholly matching `SESSION_ID`."""
-    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+    """Whether ``value`` could be a session id: a ``str`` (never a subclass, which could
+    compare or hash as another text) wholly matching `SESSION_ID`."""
+    return type(value) is str and SESSION_ID.fullmatch(value) is not None
 
 
 def create_session(

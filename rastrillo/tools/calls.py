@@ -49,7 +49,7 @@ from rastrillo.registry.errors import (
 )
 from rastrillo.registry.validate import Invalid, accept, path_problem, wire
 from rastrillo.routing import fill_path, path_params
-from rastrillo.sessions.store import SESSION_ID, Session, find_session, find_session_in
+from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 
@@ -436,7 +436,7 @@ def _check_call(
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")
     session = call.session
-    if session is not None and (type(session) is not str or not SESSION_ID.fullmatch(session)):
+    if session is not None and not is_session_id(session):
         raise BadActor("call.session is not a session id")
     return plan, values, texts
 
