@@ -34,11 +34,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Column, Float, Integer, String, Table, Text, inspect, select
+from sqlalchemy import Column, Float, Integer, String, Table, Text, bindparam, inspect, select
 
 from rastrillo.actor import Actor, Approval, describe
 from rastrillo.errors import RastrilloError, written
-from rastrillo.storage import METADATA, Database, Instant, Prepared, is_unavailable
+from rastrillo.storage import (
+    METADATA,
+    Database,
+    DriverTransaction,
+    Instant,
+    Prepared,
+    is_unavailable,
+)
 from rastrillo.visible import field, json_line, quoted
 
 __all__ = [
@@ -50,6 +57,7 @@ __all__ = [
     "Called",
     "Entry",
     "append",
+    "begin",
     "flush",
     "latest",
     "shutdown",
@@ -101,7 +109,8 @@ class AuditRecord:
     approved_by: str | None = None
     approved_at: datetime | None = None
     status: int | None = None
-    """The response status of a call that ran; None when refused."""
+    """The response status of a call that ran; None when refused, or for an approved write
+    whose process ended before it had an outcome (its row is written before it runs)."""
     refusal_kind: str | None = None
     """The refusal's class (``ConfirmRequired``, ``ApprovalInvalid``, …); None when it ran."""
     refusal: str | None = None
@@ -112,7 +121,9 @@ class AuditRecord:
 
     @property
     def outcome(self) -> str:
-        return f"refused: {self.refusal}" if self.refusal is not None else str(self.status)
+        if self.refusal is not None:
+            return f"refused: {self.refusal}"
+        return _NO_OUTCOME if self.status is None else str(self.status)
 
     def __str__(self) -> str:
         """The row on one line for a terminal (``rastrillo audit``), every character of what
@@ -129,12 +140,15 @@ class AuditRecord:
         )
         args = " ".join(f"{field(k)}={_shown(v)}" for k, v in self.args.items())
         at = self.at.astimezone(UTC)
-        outcome = str(self.status) if self.refusal is None else f"refused: {quoted(self.refusal)}"
+        outcome = self.outcome if self.refusal is None else f"refused: {quoted(self.refusal)}"
         return (
             f"{at:%Y-%m-%d %H:%M:%S}  {field(self.tool)}({args})  {who}"
             f"  → {outcome}"
             f"  [{self.duration_ms:.1f} ms, call {field(self.call_id)}]"
         )
+
+
+_NO_OUTCOME = "no outcome recorded"
 
 
 def _shown(value: object) -> str:
@@ -176,6 +190,9 @@ class Entry:
     # Defaults for what a call may never fill in: a new entry sets only what it knows.
     stored: list[Any] | None = None
     """The row as it is stored, made once it waits behind many others (its args dropped)."""
+    row_id: int | None = None
+    """An approved write's row, written by :func:`begin` before the write ran: appending
+    the entry writes its outcome there."""
     user_id: str | None = None
     approval: Approval | None = None
     approval_id: object = None
@@ -210,19 +227,35 @@ def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     NUL escaped, a value longer than its column cut short (ending ``…``).
     ``durable`` writes the row now, in the calling thread, waiting out a locked
     or unreachable database; otherwise it is queued for the background writer.
+    An entry :func:`begin` wrote has its outcome (status, duration) written.
     The entry is the row from now on: nothing may change it after this.
     """
     entry.duration_ms = (time.perf_counter() - entry.started) * 1000
-    entry.at = db.clock.now()
-    if entry.call_id is None:
-        entry.call_id = f"{_RUN}-{next(_SEQUENCE)}"
-    args = entry.args
-    # The caller's mapping may change once this returns: the row keeps the args of now.
-    entry.args = dict(args) if type(args) is dict or isinstance(args, Mapping) else {}
+    if entry.row_id is None:
+        _stamp(entry, db.clock.now())
     if durable:
         _insert(db, [entry])
     else:
         (_writers.get(id(db)) or _writer(db)).put(entry)
+
+
+def begin(tx: DriverTransaction, entry: Entry, now: datetime) -> None:
+    """An approved write's row, in the transaction that uses its approval: on disk before
+    the write runs, so that no process ending in ``handle`` leaves a write unrecorded.
+    Its status stays NULL until :func:`append` writes the outcome."""
+    entry.duration_ms = (time.perf_counter() - entry.started) * 1000
+    _stamp(entry, now)
+    [(entry.row_id,)] = tx.run(_BEGUN, **dict(zip(_COLUMNS, _row(entry), strict=True)))
+
+
+def _stamp(entry: Entry, now: datetime) -> None:
+    """The row's time and call id, and the call's args as they are now (the caller's
+    mapping may change once the entry is handed over)."""
+    entry.at = now
+    if entry.call_id is None:
+        entry.call_id = f"{_RUN}-{next(_SEQUENCE)}"
+    args = entry.args
+    entry.args = dict(args) if type(args) is dict or isinstance(args, Mapping) else {}
 
 
 class AuditNotWritten(RastrilloError):
@@ -418,6 +451,12 @@ def _keep_as_stored(entry: Entry) -> bool:
 
 
 _INSERT = Prepared(audit_table.insert(), columns=_COLUMNS)
+_BEGUN = Prepared(audit_table.insert().returning(audit_table.c.id), columns=_COLUMNS)
+_OUTCOME = Prepared(
+    audit_table.update()
+    .where(audit_table.c.id == bindparam("row_id"))
+    .values(status=bindparam("status"), duration_ms=bindparam("duration_ms"))
+)
 
 
 def _as_json(entry: Entry) -> str:
@@ -471,7 +510,17 @@ def _insert(
     while True:
         try:
             with db.driver_write() as tx:
-                tx.run_many(_INSERT, [_row(row) for row in rows])
+                new = [_row(row) for row in rows if row.row_id is None]
+                if new:
+                    tx.run_many(_INSERT, new)
+                for row in rows:
+                    if row.row_id is not None:
+                        tx.run(
+                            _OUTCOME,
+                            row_id=row.row_id,
+                            status=row.status,
+                            duration_ms=row.duration_ms,
+                        )
         except Exception as exc:
             if not is_unavailable(exc):
                 refused = exc
@@ -499,8 +548,9 @@ writing, while the database is locked or unreachable: calls made through an outa
 bounded memory. The first rows are kept, the oldest of the outage (a :func:`flush` has
 counted them as pending); a row appended past the bound is logged in full
 (``rastrillo.tools.audit``, ERROR) instead, and counted as ``dropped`` by the next
-:func:`flush`. A write that ran is never queued: its row waits out the database in the
-caller's thread, so no write goes unrecorded."""
+:func:`flush`. A write is never queued: its row is written with its approval's use
+(:func:`begin`), before it runs, and its outcome waits out the database in the thread that
+ran it, so no write goes unrecorded."""
 _KEPT_AS_GIVEN = 1_000
 """Past this many waiting rows (the writer is behind), or once the writer waits for the
 database, a row is queued as it is stored, bounded by :data:`ARGS_KEPT` and

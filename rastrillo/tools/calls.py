@@ -156,8 +156,8 @@ class ToolCallMarker(NamedTuple):
     handled: Callable[[object], None] | None = None
     """For an approved write: called with what a sync ``handle`` returned, in the
     worker thread that ran it, when nothing of the app's stands between the router and
-    the response (no ``Options.wrap``). It writes the call's audit row there, so the
-    row costs no thread hop of its own."""
+    the response (no ``Options.wrap``). It writes the call's outcome to its audit row
+    there, so the outcome costs no thread hop of its own."""
     form: Mapping[str, str] | None = None
     """The form fields the request's body carries (not for a GET): the router takes them
     from here rather than parse the body dispatch itself encoded."""
@@ -190,7 +190,8 @@ async def dispatch(
     ``rastrillo.handler(options)``; no server or lifespan is needed. The
     database work (session, approval, an approved write's audit row) runs in a
     worker thread, never on the event loop; the audit row of an approved
-    write is committed before this returns.
+    write is committed with its approval's use, before the app runs it, and its
+    outcome before this returns.
     """
     if call is None and type(defs) is Call:  # dispatch(app, call): the app's own registry
         registry, call = app.tools, defs
@@ -228,7 +229,8 @@ async def dispatch(
         if entry.approval is None:
             audit.append(app.db, entry)  # queued for the background writer
         elif write is not None and not write.recorded:
-            # An approved write ran (an async handle, or it raised): on disk before we return.
+            # An approved write ran (an async handle, or it raised): its outcome on disk
+            # before we return.
             await threads.in_thread(write.record)
 
 
@@ -480,7 +482,8 @@ class _Write:
         self.app, self.plan, self.defn, self.call = app, plan, plan.defn, call
         self.values, self.texts, self.entry = values, texts, entry
         self.recorded = False
-        """The approved write's audit row is written (in the thread that ran ``handle``)."""
+        """The approved write's outcome is in its audit row (written in the thread that ran
+        ``handle``)."""
         self.session: Session | None = None
         self.user_id: str | None = None
         self.approval: Approval | None = None
@@ -521,8 +524,6 @@ class _Write:
             return None
         finally:
             entry.user_id, entry.approval = self.user_id, self.approval
-        assert self.approval is not None
-        entry.approval_path = consent.approval_path(self.approval.id)
         return _marker(
             self.plan,
             self.call,
@@ -535,13 +536,13 @@ class _Write:
         )
 
     def record(self) -> None:
-        """The approved write's audit row, on disk (in a worker thread)."""
+        """The approved write's outcome, in its audit row on disk (in a worker thread)."""
         audit.append(self.app.db, self.entry, durable=True)
         self.recorded = True
 
     def handled(self, response: object) -> None:
         """In the worker thread that ran a sync ``handle``, with what it returned: the
-        approved write's audit row, on disk before the response leaves that thread."""
+        approved write's outcome, on disk before the response leaves that thread."""
         self.entry.status = response.status_code if isinstance(response, Response) else 500
         try:
             self.record()
@@ -584,6 +585,11 @@ class _Write:
                     ttl=app.approval_ttl,
                     agent=call.actor.name,
                 )
+                if isinstance(outcome, Approval):
+                    entry = self.entry
+                    entry.user_id, entry.approval = user_id, outcome
+                    entry.approval_path = consent.approval_path(outcome.id)
+                    audit.begin(tx, entry, now)  # on disk with the approval's use
             except (BadActor, TooManyApprovals) as exc:
                 refused = exc  # raised once the session's own upkeep is committed
         if refused is not None:

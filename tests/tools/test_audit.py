@@ -15,6 +15,7 @@ import threading
 import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,71 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
             " AND status IS NOT NULL"
         ).fetchall()
     assert rows == [(303, "3")]
+
+
+def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path):
+    """The row, with who approved it, is written in the transaction that uses the
+    approval: a process that ends inside ``handle`` (killed, out of memory) leaves the
+    write recorded, its outcome not."""
+    database = tmp_path / "app.db"
+    seen_in_handle: list[tuple] = []
+
+    @rastrillo.sessions.require
+    def cancel(ctx: rastrillo.Context):
+        with contextlib.closing(sqlite3.connect(database)) as other:
+            seen_in_handle.extend(
+                other.execute(
+                    "SELECT tool, user_id, approved_by, status FROM rastrillo_audit"
+                    " WHERE call_id = 'early-1'"
+                )
+            )
+        return ctx.text(f"cancelled {ctx.params['id']}")
+
+    defn = ToolDef(
+        id="orders_id_cancel_post",
+        method="POST",
+        path="/orders/{id}/cancel",
+        description="Cancel an order",
+        access=rastrillo.ToolWrite,
+        args={"id": "string"},
+        confirm="Cancel order {id}?",
+    )
+    app = rastrillo.handler(
+        rastrillo.Options(
+            app_dir=tmp_path,
+            db=str(database),
+            routes=[Route("POST", defn.path, "cancel", cancel)],
+            tools=[defn],
+        )
+    )
+    session = rastrillo.sessions.create_session(app.db, "3")
+    call = Call(tool=defn.id, args={"id": "7"}, actor=AGENT, session=session, call_id="early-1")
+    with pytest.raises(ConfirmRequired) as info:
+        run(app, call)
+    consent.decide(app.db, "3", info.value.approval_id, True)
+    approved = dataclasses.replace(call, approval=info.value.approval_id)
+    assert run(app, approved).text == "cancelled 7"
+    assert seen_in_handle == [("orders_id_cancel_post", "3", "3", None)]
+    [row, _] = audit.latest(app.db, limit=2)
+    assert (row.call_id, row.status, row.approved_by) == ("early-1", 200, "3")
+    app.db.dispose()
+
+
+def test_an_approved_write_with_no_outcome_reads_so():
+    """A row whose process ended inside ``handle``: ``rastrillo audit`` says it ran with no
+    outcome recorded, never that it was refused or what it answered."""
+    record = audit.AuditRecord(
+        at=datetime.now(UTC),
+        call_id="c-1",
+        tool="orders_id_cancel_post",
+        actor="agent:concierge",
+        user_id="3",
+        args={"id": "7"},
+        approved_by="3",
+        approved_at=datetime.now(UTC),
+    )
+    assert record.outcome == "no outcome recorded"
+    assert str(record).split("  → ")[1].startswith("no outcome recorded  [")
 
 
 def _approved_cancel(f: Fixture, session: str, call_id: str) -> Call:
