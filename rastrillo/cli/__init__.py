@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import argparse
+import argparse  # the command line's own parser: already imported by rastrillo.cli.main
 
 
 def add_app_option(parser: argparse.ArgumentParser, *, db: bool = False) -> None:

@@ -20,7 +20,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import threads
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, is_tool_call
+from rastrillo.context import USER_SCOPE_KEY, is_tool_call, tool_call_marker
 from rastrillo.errors import ConfigError
 from rastrillo.options import DEFAULT_SESSION_LIFETIME
 from rastrillo.sessions.store import (
@@ -128,13 +128,13 @@ class SessionMiddleware:
         await self.app(scope, receive, send_with_cookie)
 
     async def _resolve(self, scope: Scope) -> RequestSession:
-        marker = scope.get(TOOL_CALL_SCOPE_KEY)
+        marker = tool_call_marker(scope)
         # A dispatched call's session id passed dispatch's own `is_session_id`.
-        dispatched = getattr(marker, "session_id", None)
+        dispatched = None if marker is None else marker.session_id
         presented = dispatched or _cookie(scope, self.cookie)
         if presented is None:
             return RequestSession(self, None, None)
-        resolved = getattr(marker, "session", None)
+        resolved: Session | None = None if marker is None else marker.session
         if resolved is not None and resolved.id == presented:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)
