@@ -18,22 +18,21 @@ import codecs
 import functools
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, overload
-from urllib.parse import quote_plus, unquote, urlsplit
+from urllib.parse import unquote
 
 import anyio
 from starlette.datastructures import Headers
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from rastrillo import threads
 from rastrillo.actor import Actor, Approval
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, ToolCallMarker
+from rastrillo.context import USER_SCOPE_KEY, ToolCallMarker
 from rastrillo.errors import written
 from rastrillo.registry.confirm import confirm_sentence
 from rastrillo.registry.declare import Access, Arg, ArgValue, ToolDef
@@ -52,6 +51,7 @@ from rastrillo.routing import fill_path, path_params
 from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
+from rastrillo.tools.transport import form_quote, request_scope, send
 
 __all__ = ["Call", "Result", "Target", "ToolCallMarker", "dispatch", "dispatch_sync"]
 
@@ -333,7 +333,7 @@ def _plan(defn: ToolDef) -> _Plan:
     args = dict(defn.args.items())
     required = frozenset(name for name, arg in args.items() if arg.required)
     params = _path_params(defn.path)
-    fields = tuple((name, _form_quote(name)) for name in sorted(args) if name not in params)
+    fields = tuple((name, form_quote(name)) for name in sorted(args) if name not in params)
     in_query = defn.method in ("GET", "HEAD")
     return _Plan(defn, args, required, params, dict.fromkeys(args), fields, in_query)
 
@@ -568,31 +568,9 @@ class _Write:
         raise ConfirmRequired(defn.id, sentence, outcome.id, app.origin + outcome.url)
 
 
-@dataclass(frozen=True)
-class _Origin:
-    """What every request to one origin shares: worked out once per origin, not per call."""
-
-    scheme: str
-    server: tuple[str | None, int]
-    host: tuple[bytes, bytes]
-
-
-@functools.lru_cache(maxsize=64)
-def _origin(origin: str) -> _Origin:
-    parts = urlsplit(origin)
-    return _Origin(
-        scheme=parts.scheme,
-        server=(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
-        host=(b"host", parts.netloc.encode("idna")),
-    )
-
-
 @functools.lru_cache(maxsize=1024)
 def _path_params(path: str) -> frozenset[str]:
     return frozenset(path_params(path))
-
-
-_FORM_HEADER = (b"content-type", b"application/x-www-form-urlencoded")
 
 
 async def _run(
@@ -613,41 +591,15 @@ async def _run(
         path = unquote(raw_path)
     else:
         raw_path = path = defn.path
-    pairs = [key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts]
+    pairs = [key + "=" + form_quote(texts[name]) for name, key in plan.fields if name in texts]
     encoded = "&".join(pairs).encode()
-    origin = _origin(app.origin)
-    headers = [origin.host]
-    if plan.in_query:
-        query, body = encoded, b""
-    else:
-        query, body = b"", encoded
-        headers.append(_FORM_HEADER)
-        headers.append((b"content-length", str(len(body)).encode()))
-    scope: Scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": defn.method,
-        "scheme": origin.scheme,
-        "path": path,
-        "raw_path": raw_path.encode("ascii"),
-        "root_path": "",
-        "query_string": query,
-        "headers": headers,
-        "client": None,
-        "server": origin.server,
-        "extensions": {},
-        TOOL_CALL_SCOPE_KEY: marker,
-    }
-    exchange = _Exchange(body)
+    query, form = (encoded, None) if plan.in_query else (b"", encoded)
+    scope = request_scope(app.origin, defn.method, raw_path, path, query, form, marker)
     try:
-        await app(scope, exchange.receive, exchange.send)
+        exchange = await send(app, scope, form or b"")
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
-    finally:
-        if not exchange.finished:  # the app ended without a whole response
-            exchange.finish()
     if exchange.status is None:
         log.error("tool call %s (%s %s): the app sent no response", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
@@ -655,59 +607,7 @@ async def _run(
     return result, scope.get(USER_SCOPE_KEY)
 
 
-class _Exchange:
-    """One dispatched request's ``receive`` and ``send``: the body it sends, and the
-    response it collects."""
-
-    __slots__ = ("body", "chunks", "ended", "finished", "headers", "sent", "status")
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.sent = False
-        self.finished = False
-        self.ended: anyio.Event | None = None
-        """Made only if the app waits for the disconnect before its response ends (a
-        streaming response listens for it); most never do."""
-        self.status: int | None = None
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.chunks: list[bytes] = []
-
-    async def receive(self) -> Message:
-        if not self.sent:
-            self.sent = True
-            return {"type": "http.request", "body": self.body, "more_body": False}
-        if not self.finished:
-            if self.ended is None:
-                self.ended = anyio.Event()
-            await self.ended.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        kind = message["type"]
-        if kind == "http.response.start":
-            self.status = message["status"]
-            self.headers = message.get("headers", [])
-        elif kind == "http.response.body":
-            self.chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                self.finish()
-
-    def finish(self) -> None:
-        """The response is complete (or the app is done): a waiting ``receive`` returns."""
-        self.finished = True
-        if self.ended is not None:
-            self.ended.set()
-
-
 _FAILED = Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
-
-
-_FORM_SAFE = re.compile(r"[A-Za-z0-9_.~-]*")
-
-
-def _form_quote(text: str) -> str:
-    """`urlencode`'s encoding of one key or value, without its cost for text that needs none."""
-    return text if _FORM_SAFE.fullmatch(text) else quote_plus(text)
 
 
 def _charset(headers: Headers) -> str:
