@@ -30,7 +30,15 @@ from rastrillo.registry.declare import ToolDef
 from rastrillo.routing import Route
 from rastrillo.storage import hooks
 from rastrillo.testing import TestApp
-from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
+from rastrillo.tools import (
+    ApprovalInvalid,
+    Call,
+    ConfirmRequired,
+    ToolError,
+    audit,
+    audit_writer,
+    consent,
+)
 from rastrillo.tools import dispatch_sync as run
 from tests.support import LogSeen, until
 from tests.test_visible import read_back
@@ -670,7 +678,7 @@ def test_a_row_that_cannot_be_made_behind_many_costs_the_call_nothing(
     caller's thread: one that cannot be made is lost and said, never raised at the caller,
     whose call runs (or is refused) as it would with the writer keeping up."""
     monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 1)
+    monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", 1)
     f = build(tmp_path)
     good = Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, call_id="first")
     odd = dataclasses.replace(good, actor=Unspeakable(human=False, name="odd"), call_id="odd")
@@ -805,8 +813,8 @@ def test_an_outage_holds_at_most_queued_max_rows_and_logs_the_rest_in_full(
     the first QUEUED_MAX rows waiting (written once the lock goes), and every row past
     them is logged in full, escaped, and counted by flush; none is lost unsaid."""
     monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
-    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 5)
+    monkeypatch.setattr(audit_writer, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", 5)
     f = build(tmp_path, db=db_url)
 
     def read(call_id: str, q: str = "x") -> None:
@@ -849,9 +857,9 @@ def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch, ke
     call sent: the memory a locked database costs is bounded by QUEUED_MAX rows of bounded
     size, below the count of rows a healthy writer may find waiting too."""
     monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit_writer, "QUEUED_MAX", 20)
     if kept_as_given is not None:
-        monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", kept_as_given)
+        monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", kept_as_given)
     f = build(tmp_path)
     with _audit_locked(f.app.db) as writer_stuck:
         run(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT))
@@ -932,7 +940,7 @@ def test_the_end_of_an_apps_lifespan_writes_its_queued_rows(tmp_path, monkeypatc
     """An app can stop with its process going on (a test's TestApp, an app mounted in
     another): its lifespan's end writes the reads' rows still queued, rather than leave
     them to a writer whose database is then let go."""
-    monkeypatch.setattr(audit._Writer, "_LINGER_SECONDS", 0.5)  # a batch gathers a while
+    monkeypatch.setattr(audit_writer.Writer, "_LINGER_SECONDS", 0.5)  # a batch gathers a while
     with TestApp(TICKETS, tmp_path) as app:
         assert app.agent("concierge", user_id=1).call("orders_get").status == 200
     with sqlite3.connect(tmp_path / "test.db") as db:
