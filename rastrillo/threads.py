@@ -115,9 +115,11 @@ _finished: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ended] = (
 
 
 def _forget_threads() -> None:
-    """In a forked child: the parent's threads are not there, so none is counted."""
-    global _lock, _idle, _backlog, _threads
+    """In a forked child: the parent's threads are not there, so none is counted, and no
+    wake-up one of them was scheduling is waited for."""
+    global _lock, _idle, _backlog, _threads, _finished
     _lock, _idle, _backlog, _threads = threading.Lock(), [], collections.deque(), 0
+    _finished = weakref.WeakKeyDictionary()
 
 
 os.register_at_fork(after_in_child=_forget_threads)
