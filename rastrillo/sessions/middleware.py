@@ -31,6 +31,7 @@ from rastrillo.sessions.store import (
     delete_session,
     find_session,
     is_session_id,
+    peek_session,
 )
 from rastrillo.storage import Database
 
@@ -76,6 +77,24 @@ class RequestSession:
         if presented is None:
             return
         self.found(scope, find_session(self.middleware.db, presented, tool_call=self.tool_call))
+
+    async def check_now(self, scope: Scope) -> None:
+        """:meth:`check`, for a request whose ``handle`` runs on the event loop (an async
+        one) or behind ``Options.wrap``, so that checking it costs no thread hop of its
+        own where it need not: on SQLite the row is read on the event loop (a WAL read
+        never waits on a lock), and only a write the check must make (a dead row deleted,
+        the idle expiry moved: at most once a minute a session) takes a worker thread. On
+        PostgreSQL, whose query waits on the network, the check runs in one."""
+        presented = self.unchecked
+        if presented is None:
+            return
+        db = self.middleware.db
+        if db.is_sqlite:
+            settled, found = peek_session(db, presented, tool_call=self.tool_call)
+            if settled:
+                self.found(scope, found)
+                return
+        await threads.in_thread(self.check, scope)
 
     def found(self, scope: Scope, found: Session | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks
@@ -144,7 +163,7 @@ class SessionMiddleware:
         if dispatched is None and not is_session_id(presented):
             state.found(scope, None)  # no query: a malformed id matches no row
         elif not self.deferred:
-            await threads.in_thread(state.check, scope)
+            await state.check_now(scope)
         return state
 
     def cookie_header(
