@@ -30,8 +30,8 @@ from rastrillo.sessions.store import (
     create_session,
     delete_session,
     find_session,
+    find_session_from_loop,
     is_session_id,
-    peek_session,
 )
 from rastrillo.storage import Database
 
@@ -79,22 +79,14 @@ class RequestSession:
         self.found(scope, find_session(self.middleware.db, presented, tool_call=self.tool_call))
 
     async def check_now(self, scope: Scope) -> None:
-        """:meth:`check`, for a request whose ``handle`` runs on the event loop (an async
-        one) or behind ``Options.wrap``, so that checking it costs no thread hop of its
-        own where it need not: on SQLite the row is read on the event loop (a WAL read
-        never waits on a lock), and only a write the check must make (a dead row deleted,
-        the idle expiry moved: at most once a minute a session) takes a worker thread. On
-        PostgreSQL, whose query waits on the network, the check runs in one."""
+        """:meth:`check`, on the event loop, for a request whose ``handle`` runs there (an
+        async one) or behind ``Options.wrap``: with no thread hop on SQLite, save for a
+        write (:func:`~rastrillo.sessions.store.find_session_from_loop`)."""
         presented = self.unchecked
         if presented is None:
             return
         db = self.middleware.db
-        if db.is_sqlite:
-            settled, found = peek_session(db, presented, tool_call=self.tool_call)
-            if settled:
-                self.found(scope, found)
-                return
-        await threads.in_thread(self.check, scope)
+        self.found(scope, await find_session_from_loop(db, presented, tool_call=self.tool_call))
 
     def found(self, scope: Scope, found: Session | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks

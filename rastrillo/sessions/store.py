@@ -12,6 +12,7 @@ presenting it finds no session, so its id, should it leak, signs nobody in.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -42,6 +43,7 @@ from sqlalchemy import (
     update,
 )
 
+from rastrillo import threads
 from rastrillo.errors import ConfigError
 from rastrillo.logs import Repeats
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
@@ -214,6 +216,23 @@ def peek_session(db: Database, session_id: str, *, tool_call: bool) -> tuple[boo
     if not alive or touch is not None:
         return False, None
     return True, Session(session_id, row.user_id)
+
+
+async def find_session_from_loop(
+    db: Database, session_id: str, *, tool_call: bool
+) -> Session | None:
+    """:func:`find_session`, called on the event loop without a thread hop of its own where
+    it need not: on SQLite its read is made there (a WAL read never waits on a lock), and
+    only a write it must make (a dead row deleted, the idle expiry moved: at most once a
+    minute a session) goes to a worker thread. On PostgreSQL, whose query waits on the
+    network, all of it runs in one."""
+    if db.is_sqlite:
+        settled, found = peek_session(db, session_id, tool_call=tool_call)
+        if settled:
+            return found
+    return await threads.in_thread(
+        functools.partial(find_session, tool_call=tool_call), db, session_id
+    )
 
 
 def _usable_row(db: Database, digest: str, tool_call: bool) -> Row[Any] | None:
