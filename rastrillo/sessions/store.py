@@ -206,8 +206,8 @@ def peek_session(db: Database, session_id: str, *, tool_call: bool) -> tuple[boo
     (None: no session). ``(False, None)`` when it would write, a dead row deleted or the
     idle expiry moved (at most once a minute a session): then ``find_session`` does it.
 
-    One read, no write: on SQLite (WAL), which never has a reader wait on a lock, it may
-    run on the event loop."""
+    One read, no write: where ``Database.reads_without_waiting``, it may run on the event
+    loop."""
     digest = secret_digest(session_id)
     row = _usable_row(db, digest, tool_call)
     if row is None:
@@ -222,11 +222,12 @@ async def find_session_from_loop(
     db: Database, session_id: str, *, tool_call: bool
 ) -> Session | None:
     """:func:`find_session`, called on the event loop without a thread hop of its own where
-    it need not: on SQLite its read is made there (a WAL read never waits on a lock), and
-    only a write it must make (a dead row deleted, the idle expiry moved: at most once a
-    minute a session) goes to a worker thread. On PostgreSQL, whose query waits on the
-    network, all of it runs in one."""
-    if db.is_sqlite:
+    it need not: when a read waits on nothing (``Database.reads_without_waiting``: SQLite,
+    whose WAL readers never wait on its writer, with an idle pooled connection) it is
+    made there, and only a write it must make (a dead row deleted, the idle expiry moved:
+    at most once a minute a session) goes to a worker thread. Otherwise (PostgreSQL,
+    whose query waits on the network, or every connection in use) all of it runs in one."""
+    if db.reads_without_waiting():
         settled, found = peek_session(db, session_id, tool_call=tool_call)
         if settled:
             return found

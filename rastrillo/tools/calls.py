@@ -56,7 +56,7 @@ from rastrillo.sessions.store import (
 )
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
-from rastrillo.tools.transport import form_quote, request_scope, send
+from rastrillo.tools.transport import form_quote, request_scope, send_request
 
 __all__ = ["Call", "Result", "Target", "ToolCallMarker", "dispatch", "dispatch_sync"]
 
@@ -149,8 +149,10 @@ async def dispatch(
     :class:`ConfirmRequired` or :class:`ApprovalInvalid`. Anything the app
     answers, a 4xx or 5xx included, is a :class:`Result`. ``app`` is
     ``rastrillo.handler(options)``; no server or lifespan is needed. The
-    database work (session, approval, an approved write's audit row) runs in a
-    worker thread, never on the event loop; the audit row of an approved
+    database work (session, approval, an approved write's audit row) waits on
+    nothing on the event loop: it runs in a worker thread, save a claimed user's
+    session read where a read waits on nothing (``Database.reads_without_waiting``,
+    SQLite); the audit row of an approved
     write is committed with its approval's use, before the app runs it, and its
     outcome before this returns.
     """
@@ -524,6 +526,7 @@ class _Write:
         now = app.db.clock.now()
         refused: ToolError | None = None
         outcome: Approval | consent.ApprovalRecord | None = None
+        row_id = None
         with app.db.driver_write() as tx:
             self.session = find_session_in(tx, now, call.session)
             try:
@@ -545,13 +548,15 @@ class _Write:
                     entry = self.entry
                     entry.user_id, entry.approval = user_id, outcome
                     entry.approval_path = consent.approval_path(outcome.id)
-                    audit.begin(tx, entry, now)  # on disk with the approval's use
+                    row_id = audit.begin(tx, entry, now)  # on disk with the approval's use
             except (BadActor, TooManyApprovals) as exc:
                 refused = exc  # raised once the session's own upkeep is committed
         if refused is not None:
             raise refused
         if isinstance(outcome, Approval):
-            self.approval = outcome
+            # Committed: the row is there to take the outcome. (Had the commit failed, the
+            # call would be refused, its row appended anew.)
+            self.approval, self.entry.row_id = outcome, row_id
             return
         if outcome is None:
             assert self.user_id is not None
@@ -596,7 +601,7 @@ async def _run(
     query, form = (encoded, None) if plan.in_query else (b"", encoded)
     scope = request_scope(app.origin, defn.method, raw_path, path, query, form, marker)
     try:
-        exchange = await send(app, scope, form or b"")
+        exchange = await send_request(app, scope, form or b"")
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)

@@ -99,6 +99,43 @@ def test_a_signed_in_async_request_on_sqlite_reads_its_session_on_the_loop(
     assert hops == ["find_session"]
 
 
+def test_an_expired_session_read_on_the_loop_is_refused_and_deleted_in_a_thread(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    clock = ManualClock()
+    app = rastrillo.handler(make_options(tmp_path, clock=clock))
+    session = sessions.create_session(app.db, "7")
+    clock.advance(3 * 24 * 3600)  # past the idle expiry (two days by default)
+    hops.clear()
+    refused = post_private(app, session)
+    assert refused.status_code == 403
+    assert "Max-Age=0" in refused.headers["set-cookie"]
+    assert hops == ["find_session"]  # the dead row's deletion, off the loop
+    assert app.db.query_one("SELECT count(*) AS n FROM rastrillo_sessions").n == 0
+
+
+def test_with_no_idle_connection_the_loop_does_not_wait_for_one(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """Every pooled connection in use: reading on the event loop would wait for one (or
+    open one there), so the session is checked in a worker thread instead."""
+    app = rastrillo.handler(make_options(tmp_path))
+    session = sessions.create_session(app.db, "7")
+    held = []
+    while app.db.engine.pool.checkedin():  # type: ignore[attr-defined]
+        held.append(app.db.engine.raw_connection())
+    try:
+        hops.clear()
+        assert post_private(app, session).text == "posted by 7"
+        assert hops == ["find_session"]
+    finally:
+        for connection in held:
+            connection.close()
+    hops.clear()
+    assert post_private(app, session).text == "posted by 7"
+    assert hops == []
+
+
 @pytest.mark.postgres
 def test_a_signed_in_async_request_on_postgresql_checks_its_session_in_a_thread(
     tmp_path: Path, pg_url: str, hops: list[str]

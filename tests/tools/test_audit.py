@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 import rastrillo
 from rastrillo import storage, threads
@@ -175,14 +176,15 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
     assert rows == [(303, "3")]
 
 
-def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path):
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path, kind):
     """The row, with who approved it, is written in the transaction that uses the
     approval: a process that ends inside ``handle`` (killed, out of memory) leaves the
-    write recorded, its outcome not."""
+    write recorded, its outcome not. A sync handle's approval is used in its own thread,
+    an async one's in a hop of dispatch's before the request is sent."""
     seen_in_handle: list[tuple] = []
 
-    @rastrillo.sessions.require
-    def cancel(ctx: rastrillo.Context):
+    def look() -> None:
         with contextlib.closing(sqlite3.connect(tmp_path / "app.db")) as other:
             seen_in_handle.extend(
                 other.execute(
@@ -190,8 +192,18 @@ def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path):
                     " WHERE call_id = 'early-1'"
                 )
             )
+
+    @rastrillo.sessions.require
+    def sync_cancel(ctx: rastrillo.Context):
+        look()
         return ctx.text(f"cancelled {ctx.params['id']}")
 
+    @rastrillo.sessions.require
+    async def async_cancel(ctx: rastrillo.Context):
+        look()
+        return ctx.text(f"cancelled {ctx.params['id']}")
+
+    cancel = sync_cancel if kind == "sync" else async_cancel
     app = _write_app(tmp_path, "/orders/{id}/cancel", cancel, "id")
     session = rastrillo.sessions.create_session(app.db, "3")
     call = Call(
@@ -206,6 +218,42 @@ def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path):
     assert seen_in_handle == [("orders_id_cancel_post", "3", "3", None)]
     [row, _] = audit.latest(app.db, limit=2)
     assert (row.call_id, row.status, row.approved_by) == ("early-1", 200, "3")
+    app.db.dispose()
+
+
+def test_a_redemption_that_fails_to_commit_costs_no_other_calls_row(tmp_path, monkeypatch):
+    """The row an approved write inserts is rolled back with its approval's use when the
+    transaction fails: the failed call's own row is appended anew, and its outcome is never
+    written to the rolled-back row's id, which SQLite gives the next row (here the same
+    write, run again under its still-unused approval, answering 200)."""
+    ran: list[str] = []
+
+    def cancel(ctx: rastrillo.Context):
+        ran.append(ctx.params["id"])
+        return ctx.text("cancelled")
+
+    app = _write_app(tmp_path, "/orders/{id}/cancel", cancel, "id")
+    session = rastrillo.sessions.create_session(app.db, "3")
+    call = Call(tool="orders_id_cancel_post", args={"id": "7"}, actor=AGENT, session=session)
+    approved = _approved(app, call)
+    real_begin = audit.begin
+
+    def begin_then_fail(tx, entry, now):
+        real_begin(tx, entry, now)
+        raise sqlite3.OperationalError("disk I/O error")  # so the commit never happens
+
+    monkeypatch.setattr(audit, "begin", begin_then_fail)
+    with pytest.raises(OperationalError, match="disk I/O error"):  # the driver's, as SQLAlchemy's
+        run(app, dataclasses.replace(approved, call_id="failed"))
+    monkeypatch.undo()
+    assert ran == []
+    audit.flush(app.db)  # the failed call's row, a row of its own
+    assert run(app, dataclasses.replace(approved, call_id="ran")).text == "cancelled"
+    audit.flush(app.db)
+    rows = {row.call_id: row for row in audit.latest(app.db, limit=10)}
+    assert (rows["ran"].status, rows["ran"].approved_by) == (200, "3")
+    assert (rows["failed"].status, rows["failed"].approved_by) == (None, None)
+    assert ran == ["7"]
     app.db.dispose()
 
 
