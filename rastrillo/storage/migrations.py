@@ -183,15 +183,18 @@ def is_current(conn: Connection, files: list[tuple[str, Path]], url: str) -> boo
     """
     inspector = inspect(conn)
     _refuse_views(inspector, url)
-    tables = set(inspector.get_table_names())
-    to_add = [
-        _columns_to_add(METADATA.tables[name], inspector.get_columns(name), url)
-        for name in sorted(METADATA.tables.keys() & tables)
-    ]
-    if any(to_add) or not METADATA.tables.keys() <= tables:
+    found = sorted(METADATA.tables.keys() & set(inspector.get_table_names()))
+    if not found:
         return False
+    # All the tables' columns in one read of the catalog, then all their indexes: on
+    # PostgreSQL a read per table took most of a start on a database already made.
+    columns = inspector.get_multi_columns(filter_names=found)
+    to_add = [_columns_to_add(METADATA.tables[name], columns[None, name], url) for name in found]
+    if any(to_add) or len(found) < len(METADATA.tables):
+        return False
+    indexes = inspector.get_multi_indexes(filter_names=found)
     for table in METADATA.tables.values():
-        made = {index["name"] for index in inspector.get_indexes(table.name)}
+        made = {index["name"] for index in indexes[None, table.name]}
         if any(index.name not in made for index in table.indexes):
             return False
     done = set(conn.execute(select(migrations_table.c.name)).scalars())
