@@ -136,8 +136,9 @@ the session middleware and dispatch apply before any lookup."""
 
 
 def is_session_id(value: object) -> bool:
-    """Whether ``value`` could be a session id: a string wholly matching `SESSION_ID`."""
-    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+    """Whether ``value`` could be a session id: a ``str`` (never a subclass, which could
+    compare or hash as another text) wholly matching `SESSION_ID`."""
+    return type(value) is str and SESSION_ID.fullmatch(value) is not None
 
 
 def create_session(
@@ -159,7 +160,7 @@ def create_session(
         conn.execute(delete(sessions_table).where(_expired(t)))
         conn.execute(
             sessions_table.insert().values(
-                id_digest=session_digest(session_id),
+                id_digest=secret_digest(session_id),
                 user_id=str(user_id),
                 created=t,
                 expires=t + lifetime,
@@ -179,7 +180,7 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
     serving HTTP forgets it. Only such a lookup finds an ``agent_only`` session: for
     any other it is no session, left untouched, and logged.
     """
-    digest = session_digest(session_id)
+    digest = secret_digest(session_id)
     t = db.clock.now()
     row = db.query_one(_FIND, digest=digest)
     if row is None:
@@ -245,7 +246,7 @@ def find_session_in(tx: DriverTransaction, t: datetime, session_id: str | None) 
     """
     if session_id is None:
         return None
-    digest = session_digest(session_id)
+    digest = secret_digest(session_id)
     found = tx.run(_FIND_FOR_UPDATE, digest=digest)
     if not found:
         return None
@@ -290,7 +291,7 @@ def signed_in_at(db: Database, session_id: str) -> datetime | None:
     moves (using a session moves its idle expiry alone; only a new session, a sign-in, is
     a new time). None for a session made for an agent's calls, which no sign-in made, and
     for no session."""
-    row = db.query_one(_SIGNED_IN, digest=session_digest(session_id))
+    row = db.query_one(_SIGNED_IN, digest=secret_digest(session_id))
     return None if row is None else row.created
 
 
@@ -307,7 +308,7 @@ def holds_session(conn: Connection, t: datetime, session_id: str, user_id: str) 
     row = conn.execute(
         select(sessions_table.c.expires, sessions_table.c.idle_expires)
         .where(
-            _with_digest(session_digest(session_id)),
+            _with_digest(secret_digest(session_id)),
             sessions_table.c.user_id == user_id,
             sessions_table.c.agent_only == false(),
         )
@@ -319,7 +320,7 @@ def holds_session(conn: Connection, t: datetime, session_id: str, user_id: str) 
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:
-        conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
+        conn.execute(delete(sessions_table).where(_with_digest(secret_digest(session_id))))
 
 
 def revoke_user(db: Database, user_id: str | int) -> int:
@@ -394,6 +395,7 @@ def _with_digest(digest: str) -> ColumnElement[bool]:
     return sessions_table.c.id_digest == digest
 
 
-def session_digest(session_id: str) -> str:
-    """What the table keeps of a session id: its SHA-256 digest (a key for rows naming one)."""
-    return hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()
+def secret_digest(secret: str) -> str:
+    """What a table keeps of a secret (a session id, an agent's token, an authorization
+    code): its SHA-256 digest, the key of the row naming it; the secret is never stored."""
+    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()

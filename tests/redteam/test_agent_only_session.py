@@ -24,7 +24,7 @@ from rastrillo.app import App
 from rastrillo.cli.main import main
 from rastrillo.loader import load_options
 from rastrillo.sessions import cookie_name, create_session
-from rastrillo.sessions.store import session_digest
+from rastrillo.sessions.store import secret_digest
 from rastrillo.testing import TestApp, live_server
 from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
 from tests.agents.mcp_app import ACTIONS, tools_call
@@ -53,7 +53,7 @@ PAGES = {
     """,
     "session/agent_only.GET.py": """
         import rastrillo
-        from rastrillo.sessions.store import session_digest
+        from rastrillo.sessions.store import secret_digest
 
         TOOL = rastrillo.Tool(description="Whether this call's session is an agent's own.")
 
@@ -61,7 +61,7 @@ PAGES = {
         def handle(ctx):
             row = ctx.db.query_one(
                 "SELECT agent_only FROM rastrillo_sessions WHERE id_digest = :d",
-                d=session_digest(ctx.request.scope["rastrillo.session_id"]),
+                d=secret_digest(ctx.request.scope["rastrillo.session_id"]),
             )
             return ctx.text(f"agent_only={bool(row.agent_only)}")
     """,
@@ -125,7 +125,7 @@ def test_a_grants_session_reads_no_app_page_as_its_user(
     # Logged once, naming the row by its digest: the log is no road for the id itself.
     [warning] = [r for r in caplog.records if r.name == "rastrillo.sessions"]
     assert warning.levelno == logging.WARNING
-    assert session_digest(session)[:12] in warning.getMessage()
+    assert secret_digest(session)[:12] in warning.getMessage()
     assert session not in warning.getMessage()
 
 

@@ -15,6 +15,7 @@ import threading
 import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,15 @@ from rastrillo.registry.declare import ToolDef
 from rastrillo.routing import Route
 from rastrillo.storage import hooks
 from rastrillo.testing import TestApp
-from rastrillo.tools import ApprovalInvalid, Call, ConfirmRequired, ToolError, audit, consent
+from rastrillo.tools import (
+    ApprovalInvalid,
+    Call,
+    ConfirmRequired,
+    ToolError,
+    audit,
+    audit_writer,
+    consent,
+)
 from rastrillo.tools import dispatch_sync as run
 from tests.support import LogSeen, until
 from tests.test_visible import read_back
@@ -163,6 +172,71 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
             " AND status IS NOT NULL"
         ).fetchall()
     assert rows == [(303, "3")]
+
+
+def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path):
+    """The row, with who approved it, is written in the transaction that uses the
+    approval: a process that ends inside ``handle`` (killed, out of memory) leaves the
+    write recorded, its outcome not."""
+    database = tmp_path / "app.db"
+    seen_in_handle: list[tuple] = []
+
+    @rastrillo.sessions.require
+    def cancel(ctx: rastrillo.Context):
+        with contextlib.closing(sqlite3.connect(database)) as other:
+            seen_in_handle.extend(
+                other.execute(
+                    "SELECT tool, user_id, approved_by, status FROM rastrillo_audit"
+                    " WHERE call_id = 'early-1'"
+                )
+            )
+        return ctx.text(f"cancelled {ctx.params['id']}")
+
+    defn = ToolDef(
+        id="orders_id_cancel_post",
+        method="POST",
+        path="/orders/{id}/cancel",
+        description="Cancel an order",
+        access=rastrillo.ToolWrite,
+        args={"id": "string"},
+        confirm="Cancel order {id}?",
+    )
+    app = rastrillo.handler(
+        rastrillo.Options(
+            app_dir=tmp_path,
+            db=str(database),
+            routes=[Route("POST", defn.path, "cancel", cancel)],
+            tools=[defn],
+        )
+    )
+    session = rastrillo.sessions.create_session(app.db, "3")
+    call = Call(tool=defn.id, args={"id": "7"}, actor=AGENT, session=session, call_id="early-1")
+    with pytest.raises(ConfirmRequired) as info:
+        run(app, call)
+    consent.decide(app.db, "3", info.value.approval_id, True)
+    approved = dataclasses.replace(call, approval=info.value.approval_id)
+    assert run(app, approved).text == "cancelled 7"
+    assert seen_in_handle == [("orders_id_cancel_post", "3", "3", None)]
+    [row, _] = audit.latest(app.db, limit=2)
+    assert (row.call_id, row.status, row.approved_by) == ("early-1", 200, "3")
+    app.db.dispose()
+
+
+def test_an_approved_write_with_no_outcome_reads_so():
+    """A row whose process ended inside ``handle``: ``rastrillo audit`` says it ran with no
+    outcome recorded, never that it was refused or what it answered."""
+    record = audit.AuditRecord(
+        at=datetime.now(UTC),
+        call_id="c-1",
+        tool="orders_id_cancel_post",
+        actor="agent:concierge",
+        user_id="3",
+        args={"id": "7"},
+        approved_by="3",
+        approved_at=datetime.now(UTC),
+    )
+    assert record.outcome == "no outcome recorded"
+    assert str(record).split("  → ")[1].startswith("no outcome recorded  [")
 
 
 def _approved_cancel(f: Fixture, session: str, call_id: str) -> Call:
@@ -604,7 +678,7 @@ def test_a_row_that_cannot_be_made_behind_many_costs_the_call_nothing(
     caller's thread: one that cannot be made is lost and said, never raised at the caller,
     whose call runs (or is refused) as it would with the writer keeping up."""
     monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 1)
+    monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", 1)
     f = build(tmp_path)
     good = Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, call_id="first")
     odd = dataclasses.replace(good, actor=Unspeakable(human=False, name="odd"), call_id="odd")
@@ -739,8 +813,8 @@ def test_an_outage_holds_at_most_queued_max_rows_and_logs_the_rest_in_full(
     the first QUEUED_MAX rows waiting (written once the lock goes), and every row past
     them is logged in full, escaped, and counted by flush; none is lost unsaid."""
     monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
-    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 5)
+    monkeypatch.setattr(audit_writer, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", 5)
     f = build(tmp_path, db=db_url)
 
     def read(call_id: str, q: str = "x") -> None:
@@ -783,9 +857,9 @@ def test_an_outage_keeps_no_models_megabytes_in_memory(tmp_path, monkeypatch, ke
     call sent: the memory a locked database costs is bounded by QUEUED_MAX rows of bounded
     size, below the count of rows a healthy writer may find waiting too."""
     monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit_writer, "QUEUED_MAX", 20)
     if kept_as_given is not None:
-        monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", kept_as_given)
+        monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", kept_as_given)
     f = build(tmp_path)
     with _audit_locked(f.app.db) as writer_stuck:
         run(f.app, f.defs, Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT))
@@ -866,7 +940,7 @@ def test_the_end_of_an_apps_lifespan_writes_its_queued_rows(tmp_path, monkeypatc
     """An app can stop with its process going on (a test's TestApp, an app mounted in
     another): its lifespan's end writes the reads' rows still queued, rather than leave
     them to a writer whose database is then let go."""
-    monkeypatch.setattr(audit._Writer, "_LINGER_SECONDS", 0.5)  # a batch gathers a while
+    monkeypatch.setattr(audit_writer.Writer, "_LINGER_SECONDS", 0.5)  # a batch gathers a while
     with TestApp(TICKETS, tmp_path) as app:
         assert app.agent("concierge", user_id=1).call("orders_get").status == 200
     with sqlite3.connect(tmp_path / "test.db") as db:

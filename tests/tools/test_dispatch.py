@@ -480,3 +480,19 @@ def test_dispatch_takes_the_registry_from_the_app_or_as_given(tmp_path):
     with pytest.raises(TypeError, match="dispatch\\(app, call\\)"):
         dispatch_sync(f.app, f.defs)  # type: ignore[call-overload]
     assert len(f.ran("order")) == 3 + 1
+
+
+def test_a_list_registry_is_read_as_it_is_at_each_call(tmp_path):
+    """``Options.tools`` is kept as a tuple, whose plans are worked out once; a list
+    given to ``dispatch`` may change between calls, and each call sees it as it is."""
+    f = build(tmp_path)
+    assert f.app.options.tools == tuple(f.defs)
+    registry = [defn for defn in f.defs if defn.id != "orders_id_get"]
+    order = Call(tool="orders_id_get", args={"id": "7"}, actor=AGENT)
+    with pytest.raises(UnknownTool):
+        dispatch_sync(f.app, registry, order)
+    registry.append(next(defn for defn in f.defs if defn.id == "orders_id_get"))
+    assert dispatch_sync(f.app, registry, order).text == "order 7"
+    registry.clear()
+    with pytest.raises(UnknownTool, match="the tools are: none"):
+        dispatch_sync(f.app, registry, order)
