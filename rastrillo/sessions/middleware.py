@@ -30,6 +30,7 @@ from rastrillo.sessions.store import (
     create_session,
     delete_session,
     find_session,
+    find_session_from_loop,
     is_session_id,
 )
 from rastrillo.storage import Database
@@ -76,6 +77,16 @@ class RequestSession:
         if presented is None:
             return
         self.found(scope, find_session(self.middleware.db, presented, tool_call=self.tool_call))
+
+    async def check_now(self, scope: Scope) -> None:
+        """:meth:`check`, on the event loop, for a request whose ``handle`` runs there (an
+        async one) or behind ``Options.wrap``: with no thread hop on SQLite, save for a
+        write (:func:`~rastrillo.sessions.store.find_session_from_loop`)."""
+        presented = self.unchecked
+        if presented is None:
+            return
+        db = self.middleware.db
+        self.found(scope, await find_session_from_loop(db, presented, tool_call=self.tool_call))
 
     def found(self, scope: Scope, found: Session | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks
@@ -144,7 +155,7 @@ class SessionMiddleware:
         if dispatched is None and not is_session_id(presented):
             state.found(scope, None)  # no query: a malformed id matches no row
         elif not self.deferred:
-            await threads.in_thread(state.check, scope)
+            await state.check_now(scope)
         return state
 
     def cookie_header(

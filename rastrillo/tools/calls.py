@@ -48,7 +48,12 @@ from rastrillo.registry.errors import (
 )
 from rastrillo.registry.validate import Invalid, accept, path_problem, wire
 from rastrillo.routing import fill_path, path_params
-from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
+from rastrillo.sessions.store import (
+    Session,
+    find_session_from_loop,
+    find_session_in,
+    is_session_id,
+)
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
 from rastrillo.tools.transport import form_quote, request_scope, send
@@ -164,10 +169,10 @@ async def dispatch(
             marker = await write.marker()
         else:
             if call.session is not None and call.actor.user_id is not None:
-                # A claimed user is checked before the app runs. Otherwise a read's session
-                # is looked up by the session middleware, as a browser's is, in the one
-                # worker-thread hop a request has for it.
-                session = await threads.in_thread(_find_session, app.db, call.session)
+                # A claimed user is checked before the app runs (on SQLite, with no thread
+                # hop). Otherwise a read's session is looked up by the session middleware,
+                # as a browser's is, in the one worker-thread hop a request has for it.
+                session = await find_session_from_loop(app.db, call.session, tool_call=True)
             if session is not None or call.actor.user_id is not None:
                 entry.user_id = _check_user(plan.defn, call, session)
             marker = _marker(plan, call, session, entry.user_id, None, values, texts)
@@ -397,11 +402,6 @@ def _check_call(
     if session is not None and not is_session_id(session):
         raise BadActor("call.session is not a session id")
     return plan, values, texts
-
-
-def _find_session(db: Database, session_id: str) -> Session | None:
-    """The tool call's session: an agent-only one (a grant's) is found too."""
-    return find_session(db, session_id, tool_call=True)
 
 
 def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
