@@ -38,7 +38,13 @@ from rastrillo.agents import MCP_PATH
 from rastrillo.agents.endpoints import PATHS as AGENT_PATHS
 from rastrillo.agents.endpoints import AgentEndpoints, Built
 from rastrillo.availability import UnavailableMiddleware, readiness, retryable, unavailable
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, Context, is_tool_call
+from rastrillo.context import (
+    TOOL_CALL_SCOPE_KEY,
+    USER_SCOPE_KEY,
+    Context,
+    is_tool_call,
+    tool_call_marker,
+)
 from rastrillo.csrf import CSRFMiddleware, canonical_origin
 from rastrillo.drain import Drain
 from rastrillo.errors import ConfigError
@@ -267,17 +273,16 @@ class App:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        marker = scope.get(TOOL_CALL_SCOPE_KEY)
-        tool_route = getattr(marker, "route", None)
-        if tool_route is None:
+        marker = tool_call_marker(scope)
+        tool_route = None if marker is None else marker.route
+        if marker is None or tool_route is None:
             path = raw_path(scope)
             if self._static is not None and path.startswith(STATIC_PREFIX):
                 await self._static(scope, receive, send)
                 return
             found = self.router.match(scope["method"], path)
         else:
-            params = getattr(marker, "params", None) or {}
-            found = self.router.match_route(scope["method"], tool_route, params)
+            found = self.router.match_route(scope["method"], tool_route, marker.params or {})
         if found is not None:
             response: Response = await self._call(found, scope, receive)
         elif tool_route is None and (allowed := self.router.allowed_methods(path)):
@@ -296,9 +301,10 @@ class App:
         request = Request(scope, limits.limited(receive, max_body))
         pending = pending_session(scope)
         if pending is not None and route.is_async:
-            # An async handle's session is checked first, in its own hop; a sync handle's in
-            # the hop it runs in, by _checked_handle, after its form is read here.
-            await threads.in_thread(pending.check, scope)
+            # An async handle's session is checked first (on SQLite on the event loop); a
+            # sync handle's in the hop it runs in, by _checked_handle, after its form is
+            # read here.
+            await pending.check_now(scope)
             pending = None
         try:
             form = await _read_form(request, route, max_body, pending is not None)
@@ -312,7 +318,7 @@ class App:
         try:
             with self.drain.request():
                 if route.is_async:
-                    if getattr(scope.get(TOOL_CALL_SCOPE_KEY), "check", None) is not None:
+                    if (marker := tool_call_marker(scope)) is not None and marker.check:
                         raise RuntimeError("a tool call's check reached an async handle")
                     response = await route.handle(Context(self, request, match.params, form, tool))
                 else:
@@ -346,10 +352,10 @@ class App:
     ) -> Any:
         """A sync ``handle``, in a worker thread: the session's row checked first, there (a
         dispatched write's with its consent: ``ToolCallMarker.check``), and a dispatched
-        write's audit row written after it (``ToolCallMarker.handled``)."""
-        check = getattr(request.scope.get(TOOL_CALL_SCOPE_KEY), "check", None)
-        if check is not None:
-            checked = check()
+        write's outcome written to its audit row after it (``ToolCallMarker.handled``)."""
+        marker = tool_call_marker(request.scope)
+        if marker is not None and marker.check is not None:
+            checked = marker = marker.check()
             if checked is None:  # refused: handle does not run, and dispatch says why
                 return PlainTextResponse("Refused", status_code=403)
             request.scope[TOOL_CALL_SCOPE_KEY] = checked
@@ -358,10 +364,9 @@ class App:
         elif pending is not None:
             pending.check(request.scope)
         response = route.handle(Context(self, request, params, form, tool))
-        if self.options.wrap is None:  # nothing of the app's between: this is the response
-            handled = getattr(request.scope.get(TOOL_CALL_SCOPE_KEY), "handled", None)
-            if handled is not None:
-                handled(response)
+        # With no Options.wrap, nothing of the app's stands between: this is the response.
+        if marker is not None and marker.handled is not None and self.options.wrap is None:
+            marker.handled(response)
         return response
 
 
@@ -382,7 +387,7 @@ async def _read_form(
     carries, so they are not parsed again."""
     if not _has_form(request):
         return {}
-    marker = request.scope.get(TOOL_CALL_SCOPE_KEY)
+    marker = tool_call_marker(request.scope)
     if marker is not None and marker.form is not None:
         return marker.form
     if (

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -40,6 +40,66 @@ def is_tool_call(scope: Mapping[str, Any]) -> bool:
     return scope.get(TOOL_CALL_SCOPE_KEY) is not None
 
 
+class FoundSession(Protocol):
+    """A session found live (``sessions.store.Session``, of the layer above, is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+
+
+class ToolCallMarker(NamedTuple):
+    """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
+
+    Only in-process code can put it there, never an HTTP client: the CSRF
+    middleware lets a request through because of it, ``ctx.actor`` is its
+    ``actor`` (the agent, the user it acts for, and the approval of a write),
+    and the router sends the request to its ``route`` and no other. Immutable,
+    and a tuple: one is made for every call, and a tuple is the cheapest to make.
+    """
+
+    actor: Actor
+    session: FoundSession | None = None
+    """The call's session as the dispatcher found it (a write's), so the session
+    middleware need not look it up again; None, and it looks it up as for a browser."""
+    route: str | None = None
+    """The tool's route path (``/notes/{id}``): the router sends the request to that
+    route alone, so a value can never reach a literal sibling (``/notes/export``)."""
+    params: Mapping[str, str] | None = None
+    """With ``route``: its path parameters' values, as dispatch put them in the path
+    (``ctx.params``); the router need not take them from the path again."""
+    session_id: str | None = None
+    """The session id the call presents (its session cookie's value), already known to be
+    one: the session middleware takes it from here rather than parse the cookie header.
+    None: the middleware reads the cookie, as for a browser's request."""
+    args: Mapping[str, ArgValue | None] | None = None
+    """Every declared arg's canonical value as dispatch checked it (None for an
+    optional one left out): ``ctx.args`` of the request, which it then need not
+    parse again from the query or form that carries the same values."""
+    handled: Callable[[object], None] | None = None
+    """For an approved write: called with what a sync ``handle`` returned, in the
+    worker thread that ran it, when nothing of the app's stands between the router and
+    the response (no ``Options.wrap``). It writes the call's outcome to its audit row
+    there, so the outcome costs no thread hop of its own."""
+    form: Mapping[str, str] | None = None
+    """The form fields the request's body carries (not for a GET): the router takes them
+    from here rather than parse the body dispatch itself encoded."""
+    check: Callable[[], ToolCallMarker | None] | None = None
+    """For an approved write sent to a sync ``handle`` with nothing of the app's between
+    (``Target.checks_in_handle``): its session and consent are still to be checked. The
+    router calls this in the worker thread that is to run ``handle``, before it, and runs
+    ``handle`` only with the marker it returns; None means refused, and ``handle`` does not
+    run. This marker itself carries no user, approval or args."""
+
+
+def tool_call_marker(scope: Mapping[str, Any]) -> ToolCallMarker | None:
+    """The request's :class:`ToolCallMarker`, for a layer that reads its fields; None for
+    a request that is not a dispatched tool call."""
+    marker: ToolCallMarker | None = scope.get(TOOL_CALL_SCOPE_KEY)
+    return marker
+
+
 class Host(Protocol):
     """What ``ctx`` reads of the app serving the request (`rastrillo.App` is one)."""
 
@@ -71,7 +131,7 @@ class Context:
         self.params = params
         self.form = form
         self.user_id: str | None = request.scope.get(USER_SCOPE_KEY)
-        marker = request.scope.get(TOOL_CALL_SCOPE_KEY)
+        marker = tool_call_marker(request.scope)
         if marker is None:
             self.actor: Actor = Actor(human=True, user_id=self.user_id)
         elif marker.actor.user_id != self.user_id:
@@ -110,7 +170,8 @@ class Context:
                 raise ConfigError(
                     "ctx.args reads the args a TOOL declares, and this action declares none"
                 )
-            checked = getattr(self.request.scope.get(TOOL_CALL_SCOPE_KEY), "args", None)
+            marker = tool_call_marker(self.request.scope)
+            checked = None if marker is None else marker.args
             if checked is not None:
                 # A dispatched call: dispatch checked these very values by the same
                 # declaration and sent their canonical texts, which would parse back to them.

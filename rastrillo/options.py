@@ -7,6 +7,7 @@ take the values they use, never the whole `Options`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -62,7 +63,9 @@ class Options:
     routes: Sequence[Route] = ()
     """The route table, usually ``gen.routes()``."""
     tools: Sequence[ToolDef] = ()
-    """The tool registry, usually ``gen.tools()``."""
+    """The tool registry, usually ``gen.tools()``; kept as a tuple, so that
+    ``dispatch(app, OPTIONS.tools, call)`` checks a registry that cannot change under
+    it, planned once."""
     wrap: Callable[[ASGIApp], ASGIApp] | None = None
     """The app's one middleware seam: given the router, return an ASGI app."""
     app_dir: Path = field(default_factory=Path.cwd)
@@ -151,6 +154,7 @@ class Options:
             if not accepts(value):
                 one_line_if_it_ends_the_script()
                 raise ConfigError(f"Options.{name} is {wanted}, not {value!r}")
+        object.__setattr__(self, "tools", tuple(self.tools))
 
     def resolved_origin(self, addr: str = DEFAULT_ADDR) -> str:
         origin = self.origin or os.environ.get("RASTRILLO_ORIGIN") or f"http://{addr}"
@@ -159,6 +163,25 @@ class Options:
     def database_url(self) -> str:
         """``db`` as a SQLAlchemy URL, a file path taken relative to ``app_dir``."""
         return database_url(self.db, self.app_dir)
+
+
+DB_ENV = "RASTRILLO_DB"
+"""The database for every process of an app (a SQLite path or a URL), set once by a platform."""
+
+
+def select_database(options: Options, flag: str | None) -> Options:
+    """``options`` on the database ``--db`` names, else ``RASTRILLO_DB``, else its own:
+    the one rule by which every process of an app (a server, its workers, the sidecar,
+    each command line tool) picks its database.
+
+    A path given on the command line or in the environment is relative to the
+    working directory, as a shell user expects; ``Options.db`` is relative to
+    the app folder.
+    """
+    chosen = flag if flag is not None else os.environ.get(DB_ENV) or None
+    if chosen is None:
+        return options
+    return dataclasses.replace(options, db=database_url(chosen, Path.cwd()))
 
 
 def _number(least: float, *, whole: bool = False, above: bool = False) -> Callable[[Any], bool]:

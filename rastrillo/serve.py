@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import gc
 import logging
-import os
 import re
 import signal
 import socket
@@ -32,9 +31,9 @@ from rastrillo.connections import BACKLOG, fit_open_files, protocol_class
 from rastrillo.errors import RastrilloError
 from rastrillo.limits import Limits
 from rastrillo.logs import configure_logging
-from rastrillo.options import DEFAULT_ADDR, Options
+from rastrillo.options import DEFAULT_ADDR, Options, select_database
 from rastrillo.registry.validate import parse_int
-from rastrillo.storage import Database, database_url
+from rastrillo.storage import Database
 from rastrillo.tools import audit
 from rastrillo.workers import listen, supervise
 
@@ -44,9 +43,6 @@ USAGE = """\
 usage: python app.py [serve] [--addr HOST:PORT | --socket PATH] [--db PATH] [--workers N]
        python app.py sidecar run [--db PATH]
 """
-
-DB_ENV = "RASTRILLO_DB"
-"""The database for every process of an app (a SQLite path or a URL), set once by a platform."""
 
 
 @dataclass(frozen=True)
@@ -89,19 +85,6 @@ def parse_argv(argv: Sequence[str]) -> ServeArgs | SidecarArgs:
     if not re.fullmatch(r"[1-9][0-9]{0,2}", ns.workers):
         raise UsageError(f"--workers wants a number of processes from 1 to 999, got {ns.workers!r}")
     return ServeArgs(host, port, ns.socket, ns.db, int(ns.workers))
-
-
-def select_database(options: Options, flag: str | None) -> Options:
-    """``options`` on the database ``--db`` names, else ``RASTRILLO_DB``, else its own.
-
-    A path given on the command line or in the environment is relative to the
-    working directory, as a shell user expects; ``Options.db`` is relative to
-    the app folder.
-    """
-    chosen = flag if flag is not None else os.environ.get(DB_ENV) or None
-    if chosen is None:
-        return options
-    return dataclasses.replace(options, db=database_url(chosen, Path.cwd()))
 
 
 def split_addr(addr: str) -> tuple[str, int]:

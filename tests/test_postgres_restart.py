@@ -23,7 +23,7 @@ import pytest
 
 import rastrillo
 from rastrillo.storage import Database
-from rastrillo.tools import Call, audit
+from rastrillo.tools import Call, audit, audit_writer
 from rastrillo.tools import dispatch_sync as run
 from tests.support import LogSeen, Server, free_port, until
 from tests.tools._tools_app import build
@@ -232,8 +232,8 @@ def test_audit_rows_wait_out_a_stopped_postgresql_bounded(
 ):
     """Reads go on while PostgreSQL is stopped: their audit rows wait, at most
     QUEUED_MAX of them, and are written once it is back; the rest are logged in full."""
-    monkeypatch.setattr(audit, "QUEUED_MAX", 20)
-    monkeypatch.setattr(audit, "_KEPT_AS_GIVEN", 5)
+    monkeypatch.setattr(audit_writer, "QUEUED_MAX", 20)
+    monkeypatch.setattr(audit_writer, "KEPT_AS_GIVEN", 5)
     f = build(tmp_path, db=postgres.url)
 
     def read(call_id: str) -> None:

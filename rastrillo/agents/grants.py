@@ -20,7 +20,6 @@ another lifetime.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 from collections.abc import Collection
@@ -52,7 +51,7 @@ from rastrillo.sessions.store import (
     create_session,
     delete_session,
     holds_session,
-    session_digest,
+    secret_digest,
     sessions_table,
 )
 from rastrillo.storage import METADATA, Database, Instant, Prepared, serialize
@@ -485,7 +484,7 @@ def grant_session(db: Database, grant: Grant) -> str | None:
         conn.execute(
             delete(link).where(link.c.session_digest.not_in(select(sessions_table.c.id_digest)))
         )
-        digest = session_digest(session_id)
+        digest = secret_digest(session_id)
         conn.execute(link.insert().values(session_digest=digest, grant_id=grant.id))
         # Locked, so a revocation running now waits for this link and ends the session too.
         live = conn.execute(
@@ -536,7 +535,7 @@ def rotate_refresh(
         won = conn.execute(
             update(tokens_table)
             .where(
-                tokens_table.c.digest == _digest(refresh_token),
+                tokens_table.c.digest == secret_digest(refresh_token),
                 tokens_table.c.kind == "refresh",
                 tokens_table.c.used_at.is_(None),
                 tokens_table.c.expires_at > now,
@@ -655,7 +654,7 @@ def list_grants(
 def _find(db: Database, token: str) -> RowMapping | None:
     if not isinstance(token, str) or not _TOKEN.fullmatch(token):
         return None
-    row = db.query_one(_FIND_TOKEN, digest=_digest(token))
+    row = db.query_one(_FIND_TOKEN, digest=secret_digest(token))
     return None if row is None else row._mapping
 
 
@@ -684,7 +683,7 @@ def _insert_token(
     token = _PREFIX[kind] + secrets.token_urlsafe(32)
     conn.execute(
         tokens_table.insert().values(
-            digest=_digest(token),
+            digest=secret_digest(token),
             grant_id=grant_id,
             kind=kind,
             created_at=now,
@@ -709,7 +708,3 @@ def _grant(row: Any) -> Grant:
 
 def _printable(text: str) -> str:
     return _UNPRINTABLE.sub("\ufffd", text.strip())[:_CLIENT_MAX]
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode("ascii")).hexdigest()

@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -78,6 +78,9 @@ from rastrillo.registry.schemas import schemas
 from rastrillo.sessions import cookie_name
 from rastrillo.storage import Database, upsert
 from rastrillo.tools import consent
+
+if TYPE_CHECKING:
+    from rastrillo.tools.calls import Target
 from rastrillo.tools.calls import Call, Result, dispatch
 
 __all__ = ["APPROVAL_META", "RATE_LIMIT_META", "McpEndpoint", "state_key"]
@@ -186,7 +189,7 @@ class McpEndpoint:
 
     def __init__(
         self,
-        app: Any,
+        app: Target,
         defs: Sequence[ToolDef],
         db: Database,
         origin: str,

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rastrillo.cli import add_app_option
 from rastrillo.cli.audit_cmd import may_exist
 from rastrillo.errors import RastrilloError
 from rastrillo.visible import field, quoted
@@ -26,21 +27,21 @@ def add_agents_parser(sub: Any) -> None:
     asub = agents.add_subparsers(dest="agents_command", required=True, metavar="ACTION")
 
     p = asub.add_parser("list", help="grants, newest first: id, user, agent, client, dates")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    add_app_option(p, db=True)
     p.add_argument("--user", help="only this user's grants")
     p.add_argument("--all", action="store_true", help="revoked grants too")
     p.set_defaults(func=_list)
 
     p = asub.add_parser("revoke", help="revoke a grant: its tokens fail from the next call on")
     p.add_argument("grant", help="the grant's id, as `agents list` prints it")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    add_app_option(p, db=True)
     p.set_defaults(func=_revoke)
 
 
 def _list(args: argparse.Namespace) -> int:
     from rastrillo.agents import grants
 
-    with _grants_db(args.app) as db:
+    with _grants_db(args.app, args.db) as db:
         rows = [] if db is None else grants.list_grants(db, args.user, include_revoked=args.all)
     if not rows:
         print("no grants" if args.all else "no live grants")
@@ -62,7 +63,7 @@ def _list(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     from rastrillo.agents import grants
 
-    with _grants_db(args.app) as db:
+    with _grants_db(args.app, args.db) as db:
         grant = None if db is None else grants.get_grant(db, args.grant)
         if db is None or grant is None:
             raise RastrilloError(f"no grant '{args.grant}': see rastrillo agents list")
@@ -73,15 +74,17 @@ def _revoke(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _grants_db(app_dir: Path) -> Iterator[Database | None]:
-    """The app's database, or None when it (or its grants table) does not exist yet."""
+def _grants_db(app_dir: Path, flag: str | None) -> Iterator[Database | None]:
+    """The app's database (``--db``, else ``RASTRILLO_DB``, else the app's own), or None
+    when it (or its grants table) does not exist yet."""
     from sqlalchemy import inspect
 
     from rastrillo.agents import grants
     from rastrillo.loader import load_options
+    from rastrillo.options import select_database
     from rastrillo.storage import Database
 
-    url = load_options(app_dir).database_url()
+    url = select_database(load_options(app_dir), flag).database_url()
     if not may_exist(url):
         yield None
         return

@@ -10,11 +10,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rastrillo.cli import add_app_option
+
 
 def add_audit_parser(sub: Any) -> None:
     p = sub.add_parser("audit", help="print the latest tool calls, newest first")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
-    p.add_argument("--db", help="the database (default: $RASTRILLO_DB, else the app's own)")
+    add_app_option(p, db=True)
     p.add_argument("--limit", default=20, type=_row_count, metavar="N", help="how many rows (20)")
     p.add_argument("--user", help="only calls made for this user")
     p.set_defaults(func=_audit)
@@ -33,7 +34,7 @@ def _row_count(text: str) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from rastrillo.loader import load_options
-    from rastrillo.serve import select_database
+    from rastrillo.options import select_database
     from rastrillo.storage import Database
     from rastrillo.tools.audit import latest
 

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rastrillo.cli import add_app_option
 from rastrillo.errors import RastrilloError
 from rastrillo.visible import for_terminal, json_line
 
@@ -33,8 +34,7 @@ def add_call_parser(tsub: Any) -> None:
     )
     p.add_argument("--user", required=True, help="the id of the user the agent acts for")
     p.add_argument("--approval", metavar="ID", help="the approval id of an approved write")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
-    p.add_argument("--db", help="the database (default: $RASTRILLO_DB, else the app's own)")
+    add_app_option(p, db=True)
     p.set_defaults(func=_call, intermixed="args")
 
 
@@ -43,8 +43,8 @@ def _call(args: argparse.Namespace) -> int:
     from rastrillo.app import handler
     from rastrillo.loader import load_options
     from rastrillo.logs import configure_logging
+    from rastrillo.options import select_database
     from rastrillo.registry.validate import call_args as typed_args
-    from rastrillo.serve import select_database
     from rastrillo.sessions.store import create_session, delete_session
     from rastrillo.tools import Call, ConfirmRequired, dispatch_sync
     from rastrillo.tools.audit import flush

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
+from rastrillo.cli import add_app_option
 from rastrillo.cli.call_cmd import add_call_parser
 from rastrillo.registry.schemas import FORMATS
 from rastrillo.visible import for_terminal
@@ -16,11 +16,11 @@ def add_tools_parser(sub: Any) -> None:
     tsub = tools.add_subparsers(dest="tools_command", required=True, metavar="ACTION")
 
     p = tsub.add_parser("list", help="id, access, method and path, description")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    add_app_option(p)
     p.set_defaults(func=_list)
 
     p = tsub.add_parser("schemas", help="tool schemas as JSON on stdout")
-    p.add_argument("--app", default=".", type=Path, help="the app folder (default: .)")
+    add_app_option(p)
     p.add_argument("--format", default="anthropic", choices=FORMATS)
     p.set_defaults(func=_schemas)
 

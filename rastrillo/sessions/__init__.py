@@ -17,7 +17,9 @@ from rastrillo.sessions.middleware import (
     SessionMiddleware,
     cookie_name,
     sign_in,
+    sign_in_async,
     sign_out,
+    sign_out_async,
 )
 from rastrillo.sessions.passwords import (
     check_password,
@@ -44,8 +46,10 @@ __all__ = [
     "revoke_user",
     "safe_next",
     "sign_in",
+    "sign_in_async",
     "sign_in_url",
     "sign_out",
+    "sign_out_async",
     "signed_in_recently",
     "verify_password",
 ]

@@ -6,12 +6,14 @@ the router (no ``Options.wrap``), it leaves the row's check to the router, which
 makes it in the worker thread a sync ``handle`` runs in: one thread hop a
 request, not two, and still a check of the row before every ``handle``. ``sign_in`` and
 ``sign_out`` change the row during ``handle`` and leave the cookie for the
-middleware to set on the way out, so they are plain functions that work in a
-sync or an async ``handle`` alike.
+middleware to set on the way out: plain functions for a sync ``handle``, which runs in
+a worker thread; an async ``handle`` awaits ``sign_in_async`` / ``sign_out_async``, which
+write the row in one, for nothing may wait on the database's lock on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -20,14 +22,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import threads
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY, is_tool_call
+from rastrillo.context import USER_SCOPE_KEY, FoundSession, is_tool_call, tool_call_marker
 from rastrillo.errors import ConfigError
 from rastrillo.options import DEFAULT_SESSION_LIFETIME
 from rastrillo.sessions.store import (
-    Session,
     create_session,
     delete_session,
     find_session,
+    find_session_from_loop,
     is_session_id,
 )
 from rastrillo.storage import Database
@@ -39,7 +41,6 @@ SESSION_SCOPE_KEY = "rastrillo.session_id"
 """ASGI scope key holding the current session's id (the cookie value), or None."""
 
 _STATE_KEY = "rastrillo.session"
-_MAX_ID_LENGTH = 128
 
 
 def cookie_name(origin: str) -> str:
@@ -76,7 +77,17 @@ class RequestSession:
             return
         self.found(scope, find_session(self.middleware.db, presented, tool_call=self.tool_call))
 
-    def found(self, scope: Scope, found: Session | None) -> None:
+    async def check_now(self, scope: Scope) -> None:
+        """:meth:`check`, on the event loop, for a request whose ``handle`` runs there (an
+        async one) or behind ``Options.wrap``: with no thread hop on SQLite, save for a
+        write (:func:`~rastrillo.sessions.store.find_session_from_loop`)."""
+        presented = self.unchecked
+        if presented is None:
+            return
+        db = self.middleware.db
+        self.found(scope, await find_session_from_loop(db, presented, tool_call=self.tool_call))
+
+    def found(self, scope: Scope, found: FoundSession | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks
         it in the transaction that uses its approval), put in ``scope`` as :meth:`check`
         does."""
@@ -129,13 +140,13 @@ class SessionMiddleware:
         await self.app(scope, receive, send_with_cookie)
 
     async def _resolve(self, scope: Scope) -> RequestSession:
-        marker = scope.get(TOOL_CALL_SCOPE_KEY)
-        # A dispatched call's session id passed dispatch's own check of `SESSION_ID`.
-        dispatched = getattr(marker, "session_id", None)
+        marker = tool_call_marker(scope)
+        # A dispatched call's session id passed dispatch's own `is_session_id`.
+        dispatched = None if marker is None else marker.session_id
         presented = dispatched or _cookie(scope, self.cookie)
         if presented is None:
             return RequestSession(self, None, None)
-        resolved = getattr(marker, "session", None)
+        resolved = None if marker is None else marker.session
         if resolved is not None and resolved.id == presented:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)
@@ -143,7 +154,7 @@ class SessionMiddleware:
         if dispatched is None and not is_session_id(presented):
             state.found(scope, None)  # no query: a malformed id matches no row
         elif not self.deferred:
-            await threads.in_thread(state.check, scope)
+            await state.check_now(scope)
         return state
 
     def cookie_header(
@@ -165,7 +176,10 @@ def sign_in(ctx: Context, user_id: str | int) -> str:
     Signed in inside a dispatched tool call, the session is an agent's (``agent_only``),
     as the session the call ran in: made in the agent's call, its id goes back to the
     code that dispatched it, and outside a tool call it must sign nobody in.
+
+    For a sync ``handle``; an async one awaits :func:`sign_in_async`.
     """
+    _off_the_loop("sign_in")
     state = request_session(ctx)
     if state.id is not None:
         delete_session(ctx.db, state.id)
@@ -178,13 +192,40 @@ def sign_in(ctx: Context, user_id: str | int) -> str:
     return new_id
 
 
+async def sign_in_async(ctx: Context, user_id: str | int) -> str:
+    """:func:`sign_in` for an async ``handle``: the row written in a worker thread."""
+    return await threads.in_thread(sign_in, ctx, user_id)
+
+
 def sign_out(ctx: Context) -> None:
-    """End the request's session: its row is deleted, so the old cookie is dead everywhere."""
+    """End the request's session: its row is deleted, so the old cookie is dead everywhere.
+
+    For a sync ``handle``; an async one awaits :func:`sign_out_async`."""
+    _off_the_loop("sign_out")
     state = request_session(ctx)
     if state.id is not None:
         delete_session(ctx.db, state.id)
     _set(ctx, state, None, None)
     state.set_cookie = state.middleware.cookie_header(None)
+
+
+async def sign_out_async(ctx: Context) -> None:
+    """:func:`sign_out` for an async ``handle``: the row deleted in a worker thread."""
+    await threads.in_thread(sign_out, ctx)
+
+
+def _off_the_loop(name: str) -> None:
+    """Refuse to write a session's row on the event loop, where waiting on the database's
+    lock (SQLite's writer, a PostgreSQL round trip) would stall every request. (The
+    framework serves on asyncio, whose running loop is what this finds.)"""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # a worker thread, or no loop at all
+    raise ConfigError(
+        f"sessions.{name} writes the session's row, which must not wait on the event "
+        f"loop: in an async handle, await sessions.{name}_async(...) instead"
+    )
 
 
 def _set(ctx: Context, state: RequestSession, session_id: str | None, user_id: str | None) -> None:

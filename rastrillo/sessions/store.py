@@ -12,6 +12,7 @@ presenting it finds no session, so its id, should it leak, signs nobody in.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -19,6 +20,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -27,6 +29,7 @@ from sqlalchemy import (
     Connection,
     Float,
     Index,
+    Row,
     String,
     Table,
     bindparam,
@@ -40,6 +43,7 @@ from sqlalchemy import (
     update,
 )
 
+from rastrillo import threads
 from rastrillo.errors import ConfigError
 from rastrillo.logs import Repeats
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
@@ -136,8 +140,9 @@ the session middleware and dispatch apply before any lookup."""
 
 
 def is_session_id(value: object) -> bool:
-    """Whether ``value`` could be a session id: a string wholly matching `SESSION_ID`."""
-    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+    """Whether ``value`` could be a session id: a ``str`` (never a subclass, which could
+    compare or hash as another text) wholly matching `SESSION_ID`."""
+    return type(value) is str and SESSION_ID.fullmatch(value) is not None
 
 
 def create_session(
@@ -159,7 +164,7 @@ def create_session(
         conn.execute(delete(sessions_table).where(_expired(t)))
         conn.execute(
             sessions_table.insert().values(
-                id_digest=session_digest(session_id),
+                id_digest=secret_digest(session_id),
                 user_id=str(user_id),
                 created=t,
                 expires=t + lifetime,
@@ -179,13 +184,10 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
     serving HTTP forgets it. Only such a lookup finds an ``agent_only`` session: for
     any other it is no session, left untouched, and logged.
     """
-    digest = session_digest(session_id)
+    digest = secret_digest(session_id)
     t = db.clock.now()
-    row = db.query_one(_FIND, digest=digest)
+    row = _usable_row(db, digest, tool_call)
     if row is None:
-        return None
-    if row.agent_only and not tool_call:
-        _presented_outside(db, digest, row.user_id)
         return None
     alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
     if not alive:
@@ -197,6 +199,51 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
                 update(sessions_table).where(_with_digest(digest)).values(idle_expires=touch)
             )
     return Session(session_id, row.user_id)
+
+
+def peek_session(db: Database, session_id: str, *, tool_call: bool) -> tuple[bool, Session | None]:
+    """What :func:`find_session` finds, when finding it writes nothing: ``(True, session)``
+    (None: no session). ``(False, None)`` when it would write, a dead row deleted or the
+    idle expiry moved (at most once a minute a session): then ``find_session`` does it.
+
+    One read, no write: where ``Database.reads_without_waiting``, it may run on the event
+    loop."""
+    digest = secret_digest(session_id)
+    row = _usable_row(db, digest, tool_call)
+    if row is None:
+        return True, None
+    alive, touch = _verdict(db.clock.now(), row.expires, row.idle_seconds, row.idle_expires)
+    if not alive or touch is not None:
+        return False, None
+    return True, Session(session_id, row.user_id)
+
+
+async def find_session_from_loop(
+    db: Database, session_id: str, *, tool_call: bool
+) -> Session | None:
+    """:func:`find_session`, called on the event loop without a thread hop of its own where
+    it need not: when a read waits on nothing (``Database.reads_without_waiting``: SQLite,
+    whose WAL readers never wait on its writer, with an idle pooled connection) it is
+    made there, and only a write it must make (a dead row deleted, the idle expiry moved:
+    at most once a minute a session) goes to a worker thread. Otherwise (PostgreSQL,
+    whose query waits on the network, or every connection in use) all of it runs in one."""
+    if db.reads_without_waiting():
+        settled, found = peek_session(db, session_id, tool_call=tool_call)
+        if settled:
+            return found
+    return await threads.in_thread(
+        functools.partial(find_session, tool_call=tool_call), db, session_id
+    )
+
+
+def _usable_row(db: Database, digest: str, tool_call: bool) -> Row[Any] | None:
+    """The session's row; None when there is none, or it is an agent's presented outside a
+    tool call (logged: its id leaked)."""
+    row = db.query_one(_FIND, digest=digest)
+    if row is not None and row.agent_only and not tool_call:
+        _presented_outside(db, digest, row.user_id)
+        return None
+    return row
 
 
 _PRESENTED = Repeats()
@@ -245,7 +292,7 @@ def find_session_in(tx: DriverTransaction, t: datetime, session_id: str | None) 
     """
     if session_id is None:
         return None
-    digest = session_digest(session_id)
+    digest = secret_digest(session_id)
     found = tx.run(_FIND_FOR_UPDATE, digest=digest)
     if not found:
         return None
@@ -290,7 +337,7 @@ def signed_in_at(db: Database, session_id: str) -> datetime | None:
     moves (using a session moves its idle expiry alone; only a new session, a sign-in, is
     a new time). None for a session made for an agent's calls, which no sign-in made, and
     for no session."""
-    row = db.query_one(_SIGNED_IN, digest=session_digest(session_id))
+    row = db.query_one(_SIGNED_IN, digest=secret_digest(session_id))
     return None if row is None else row.created
 
 
@@ -307,7 +354,7 @@ def holds_session(conn: Connection, t: datetime, session_id: str, user_id: str) 
     row = conn.execute(
         select(sessions_table.c.expires, sessions_table.c.idle_expires)
         .where(
-            _with_digest(session_digest(session_id)),
+            _with_digest(secret_digest(session_id)),
             sessions_table.c.user_id == user_id,
             sessions_table.c.agent_only == false(),
         )
@@ -319,7 +366,7 @@ def holds_session(conn: Connection, t: datetime, session_id: str, user_id: str) 
 def delete_session(db: Database, session_id: str) -> None:
     """End one session: its cookie is dead from now on."""
     with db.write() as conn:
-        conn.execute(delete(sessions_table).where(_with_digest(session_digest(session_id))))
+        conn.execute(delete(sessions_table).where(_with_digest(secret_digest(session_id))))
 
 
 def revoke_user(db: Database, user_id: str | int) -> int:
@@ -394,6 +441,7 @@ def _with_digest(digest: str) -> ColumnElement[bool]:
     return sessions_table.c.id_digest == digest
 
 
-def session_digest(session_id: str) -> str:
-    """What the table keeps of a session id: its SHA-256 digest (a key for rows naming one)."""
-    return hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()
+def secret_digest(secret: str) -> str:
+    """What a table keeps of a secret (a session id, an agent's token, an authorization
+    code): its SHA-256 digest, the key of the row naming it; the secret is never stored."""
+    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()

@@ -18,22 +18,21 @@ import codecs
 import functools
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, overload
-from urllib.parse import quote_plus, unquote, urlsplit
+from urllib.parse import unquote
 
 import anyio
 from starlette.datastructures import Headers
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from rastrillo import threads
 from rastrillo.actor import Actor, Approval
-from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.context import USER_SCOPE_KEY, ToolCallMarker
 from rastrillo.errors import written
 from rastrillo.registry.confirm import confirm_sentence
 from rastrillo.registry.declare import Access, Arg, ArgValue, ToolDef
@@ -49,9 +48,15 @@ from rastrillo.registry.errors import (
 )
 from rastrillo.registry.validate import Invalid, accept, path_problem, wire
 from rastrillo.routing import fill_path, path_params
-from rastrillo.sessions.store import SESSION_ID, Session, find_session, find_session_in
+from rastrillo.sessions.store import (
+    Session,
+    find_session_from_loop,
+    find_session_in,
+    is_session_id,
+)
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
+from rastrillo.tools.transport import form_quote, request_scope, send_request
 
 __all__ = ["Call", "Result", "Target", "ToolCallMarker", "dispatch", "dispatch_sync"]
 
@@ -125,50 +130,6 @@ class Result(NamedTuple):
         return json.loads(self.body)
 
 
-class ToolCallMarker(NamedTuple):
-    """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
-
-    Only in-process code can put it there, never an HTTP client: the CSRF
-    middleware lets a request through because of it, ``ctx.actor`` is its
-    ``actor`` (the agent, the user it acts for, and the approval of a write),
-    and the router sends the request to its ``route`` and no other. Immutable,
-    and a tuple: one is made for every call, and a tuple is the cheapest to make.
-    """
-
-    actor: Actor
-    session: Session | None = None
-    """The call's session as the dispatcher found it (a write's), so the session
-    middleware need not look it up again; None, and it looks it up as for a browser."""
-    route: str | None = None
-    """The tool's route path (``/notes/{id}``): the router sends the request to that
-    route alone, so a value can never reach a literal sibling (``/notes/export``)."""
-    params: Mapping[str, str] | None = None
-    """With ``route``: its path parameters' values, as dispatch put them in the path
-    (``ctx.params``); the router need not take them from the path again."""
-    session_id: str | None = None
-    """The session id the call presents (its session cookie's value), already known to be
-    one: the session middleware takes it from here rather than parse the cookie header.
-    None: the middleware reads the cookie, as for a browser's request."""
-    args: Mapping[str, ArgValue | None] | None = None
-    """Every declared arg's canonical value as dispatch checked it (None for an
-    optional one left out): ``ctx.args`` of the request, which it then need not
-    parse again from the query or form that carries the same values."""
-    handled: Callable[[object], None] | None = None
-    """For an approved write: called with what a sync ``handle`` returned, in the
-    worker thread that ran it, when nothing of the app's stands between the router and
-    the response (no ``Options.wrap``). It writes the call's audit row there, so the
-    row costs no thread hop of its own."""
-    form: Mapping[str, str] | None = None
-    """The form fields the request's body carries (not for a GET): the router takes them
-    from here rather than parse the body dispatch itself encoded."""
-    check: Callable[[], ToolCallMarker | None] | None = None
-    """For an approved write sent to a sync ``handle`` with nothing of the app's between
-    (``Target.checks_in_handle``): its session and consent are still to be checked. The
-    router calls this in the worker thread that is to run ``handle``, before it, and runs
-    ``handle`` only with the marker it returns; None means refused, and ``handle`` does not
-    run. This marker itself carries no user, approval or args."""
-
-
 @overload
 async def dispatch(app: Target, call: Call, /) -> Result: ...
 @overload
@@ -188,9 +149,12 @@ async def dispatch(
     :class:`ConfirmRequired` or :class:`ApprovalInvalid`. Anything the app
     answers, a 4xx or 5xx included, is a :class:`Result`. ``app`` is
     ``rastrillo.handler(options)``; no server or lifespan is needed. The
-    database work (session, approval, an approved write's audit row) runs in a
-    worker thread, never on the event loop; the audit row of an approved
-    write is committed before this returns.
+    database work (session, approval, an approved write's audit row) waits on
+    nothing on the event loop: it runs in a worker thread, save a claimed user's
+    session read where a read waits on nothing (``Database.reads_without_waiting``,
+    SQLite); the audit row of an approved
+    write is committed with its approval's use, before the app runs it, and its
+    outcome before this returns.
     """
     if call is None and type(defs) is Call:  # dispatch(app, call): the app's own registry
         registry, call = app.tools, defs
@@ -207,10 +171,10 @@ async def dispatch(
             marker = await write.marker()
         else:
             if call.session is not None and call.actor.user_id is not None:
-                # A claimed user is checked before the app runs. Otherwise a read's session
-                # is looked up by the session middleware, as a browser's is, in the one
-                # worker-thread hop a request has for it.
-                session = await threads.in_thread(_find_session, app.db, call.session)
+                # A claimed user is checked before the app runs (on SQLite, with no thread
+                # hop). Otherwise a read's session is looked up by the session middleware,
+                # as a browser's is, in the one worker-thread hop a request has for it.
+                session = await find_session_from_loop(app.db, call.session, tool_call=True)
             if session is not None or call.actor.user_id is not None:
                 entry.user_id = _check_user(plan.defn, call, session)
             marker = _marker(plan, call, session, entry.user_id, None, values, texts)
@@ -228,7 +192,8 @@ async def dispatch(
         if entry.approval is None:
             audit.append(app.db, entry)  # queued for the background writer
         elif write is not None and not write.recorded:
-            # An approved write ran (an async handle, or it raised): on disk before we return.
+            # An approved write ran (an async handle, or it raised): its outcome on disk
+            # before we return.
             await threads.in_thread(write.record)
 
 
@@ -350,23 +315,34 @@ class _Plan:
 _plans_of: dict[int, tuple[tuple[ToolDef, ...], dict[str, _Plan]]] = {}
 
 
-def _plans(defs: Sequence[ToolDef]) -> dict[str, _Plan]:
-    """Each tool's plan by id (the first of a repeated id). A tuple registry, which cannot
-    change, is planned once (see :func:`_check_call`); any other sequence on every call."""
-    plans: dict[str, _Plan] = {}
-    for defn in defs:
-        args = dict(defn.args.items())
-        required = frozenset(name for name, arg in args.items() if arg.required)
-        params = _path_params(defn.path)
-        fields = tuple((name, _form_quote(name)) for name in sorted(args) if name not in params)
-        in_query = defn.method in ("GET", "HEAD")
-        plan = _Plan(defn, args, required, params, dict.fromkeys(args), fields, in_query)
-        plans.setdefault(defn.id, plan)
-    if type(defs) is tuple:
+def _plan_of(defs: Sequence[ToolDef], tool: str) -> _Plan | None:
+    """The plan of the tool ``tool`` names in ``defs`` (the first of a repeated id).
+
+    A tuple registry, which cannot change, such as ``app.tools`` and ``Options.tools``,
+    is planned whole once; any other sequence has only the called tool planned, on every
+    call (what it holds may have changed since)."""
+    if type(defs) is not tuple:
+        defn = next((defn for defn in defs if defn.id == tool), None)
+        return None if defn is None else _plan(defn)
+    cached = _plans_of.get(id(defs))
+    if cached is None or cached[0] is not defs:
+        plans: dict[str, _Plan] = {}
+        for defn in defs:
+            if defn.id not in plans:
+                plans[defn.id] = _plan(defn)
         if len(_plans_of) >= 64:
             _plans_of.clear()
-        _plans_of[id(defs)] = (defs, plans)
-    return plans
+        cached = _plans_of[id(defs)] = (defs, plans)
+    return cached[1].get(tool)
+
+
+def _plan(defn: ToolDef) -> _Plan:
+    args = dict(defn.args.items())
+    required = frozenset(name for name, arg in args.items() if arg.required)
+    params = _path_params(defn.path)
+    fields = tuple((name, form_quote(name)) for name in sorted(args) if name not in params)
+    in_query = defn.method in ("GET", "HEAD")
+    return _Plan(defn, args, required, params, dict.fromkeys(args), fields, in_query)
 
 
 def _check_call(
@@ -378,11 +354,10 @@ def _check_call(
     Returns the tool's plan, and the canonical value and wire text of every arg that
     is sent (an optional arg that is absent, ``None`` or ``""`` is not).
     """
-    cached = _plans_of.get(id(defs)) if type(defs) is tuple else None
-    plans = cached[1] if cached is not None and cached[0] is defs else _plans(defs)
-    plan = plans.get(call.tool) if type(call.tool) is str else None
+    plan = _plan_of(defs, call.tool) if type(call.tool) is str else None
     if plan is None:
-        raise UnknownTool(call.tool if isinstance(call.tool, str) else written(call.tool), plans)
+        tool = call.tool if isinstance(call.tool, str) else written(call.tool)
+        raise UnknownTool(tool, {defn.id for defn in defs})
     defn = plan.defn
     if defn.access is Access.READ and defn.method != "GET":
         # Generate refuses such a tool; a hand-built registry must not run a state change unasked.
@@ -426,14 +401,9 @@ def _check_call(
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")
     session = call.session
-    if session is not None and (type(session) is not str or not SESSION_ID.fullmatch(session)):
+    if session is not None and not is_session_id(session):
         raise BadActor("call.session is not a session id")
     return plan, values, texts
-
-
-def _find_session(db: Database, session_id: str) -> Session | None:
-    """The tool call's session: an agent-only one (a grant's) is found too."""
-    return find_session(db, session_id, tool_call=True)
 
 
 def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
@@ -470,7 +440,8 @@ class _Write:
         self.app, self.plan, self.defn, self.call = app, plan, plan.defn, call
         self.values, self.texts, self.entry = values, texts, entry
         self.recorded = False
-        """The approved write's audit row is written (in the thread that ran ``handle``)."""
+        """The approved write's outcome is in its audit row (written in the thread that ran
+        ``handle``)."""
         self.session: Session | None = None
         self.user_id: str | None = None
         self.approval: Approval | None = None
@@ -511,8 +482,6 @@ class _Write:
             return None
         finally:
             entry.user_id, entry.approval = self.user_id, self.approval
-        assert self.approval is not None
-        entry.approval_path = consent.approval_path(self.approval.id)
         return _marker(
             self.plan,
             self.call,
@@ -525,13 +494,13 @@ class _Write:
         )
 
     def record(self) -> None:
-        """The approved write's audit row, on disk (in a worker thread)."""
+        """The approved write's outcome, in its audit row on disk (in a worker thread)."""
         audit.append(self.app.db, self.entry, durable=True)
         self.recorded = True
 
     def handled(self, response: object) -> None:
         """In the worker thread that ran a sync ``handle``, with what it returned: the
-        approved write's audit row, on disk before the response leaves that thread."""
+        approved write's outcome, on disk before the response leaves that thread."""
         self.entry.status = response.status_code if isinstance(response, Response) else 500
         try:
             self.record()
@@ -557,6 +526,7 @@ class _Write:
         now = app.db.clock.now()
         refused: ToolError | None = None
         outcome: Approval | consent.ApprovalRecord | None = None
+        row_id = None
         with app.db.driver_write() as tx:
             self.session = find_session_in(tx, now, call.session)
             try:
@@ -574,12 +544,19 @@ class _Write:
                     ttl=app.approval_ttl,
                     agent=call.actor.name,
                 )
+                if isinstance(outcome, Approval):
+                    entry = self.entry
+                    entry.user_id, entry.approval = user_id, outcome
+                    entry.approval_path = consent.approval_path(outcome.id)
+                    row_id = audit.begin(tx, entry, now)  # on disk with the approval's use
             except (BadActor, TooManyApprovals) as exc:
                 refused = exc  # raised once the session's own upkeep is committed
         if refused is not None:
             raise refused
         if isinstance(outcome, Approval):
-            self.approval = outcome
+            # Committed: the row is there to take the outcome. (Had the commit failed, the
+            # call would be refused, its row appended anew.)
+            self.approval, self.entry.row_id = outcome, row_id
             return
         if outcome is None:
             assert self.user_id is not None
@@ -596,31 +573,9 @@ class _Write:
         raise ConfirmRequired(defn.id, sentence, outcome.id, app.origin + outcome.url)
 
 
-@dataclass(frozen=True)
-class _Origin:
-    """What every request to one origin shares: worked out once per origin, not per call."""
-
-    scheme: str
-    server: tuple[str | None, int]
-    host: tuple[bytes, bytes]
-
-
-@functools.lru_cache(maxsize=64)
-def _origin(origin: str) -> _Origin:
-    parts = urlsplit(origin)
-    return _Origin(
-        scheme=parts.scheme,
-        server=(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
-        host=(b"host", parts.netloc.encode("idna")),
-    )
-
-
 @functools.lru_cache(maxsize=1024)
 def _path_params(path: str) -> frozenset[str]:
     return frozenset(path_params(path))
-
-
-_FORM_HEADER = (b"content-type", b"application/x-www-form-urlencoded")
 
 
 async def _run(
@@ -641,41 +596,15 @@ async def _run(
         path = unquote(raw_path)
     else:
         raw_path = path = defn.path
-    pairs = [key + "=" + _form_quote(texts[name]) for name, key in plan.fields if name in texts]
+    pairs = [key + "=" + form_quote(texts[name]) for name, key in plan.fields if name in texts]
     encoded = "&".join(pairs).encode()
-    origin = _origin(app.origin)
-    headers = [origin.host]
-    if plan.in_query:
-        query, body = encoded, b""
-    else:
-        query, body = b"", encoded
-        headers.append(_FORM_HEADER)
-        headers.append((b"content-length", str(len(body)).encode()))
-    scope: Scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": defn.method,
-        "scheme": origin.scheme,
-        "path": path,
-        "raw_path": raw_path.encode("ascii"),
-        "root_path": "",
-        "query_string": query,
-        "headers": headers,
-        "client": None,
-        "server": origin.server,
-        "extensions": {},
-        TOOL_CALL_SCOPE_KEY: marker,
-    }
-    exchange = _Exchange(body)
+    query, form = (encoded, None) if plan.in_query else (b"", encoded)
+    scope = request_scope(app.origin, defn.method, raw_path, path, query, form, marker)
     try:
-        await app(scope, exchange.receive, exchange.send)
+        exchange = await send_request(app, scope, form or b"")
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
-    finally:
-        if not exchange.finished:  # the app ended without a whole response
-            exchange.finish()
     if exchange.status is None:
         log.error("tool call %s (%s %s): the app sent no response", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)
@@ -683,59 +612,7 @@ async def _run(
     return result, scope.get(USER_SCOPE_KEY)
 
 
-class _Exchange:
-    """One dispatched request's ``receive`` and ``send``: the body it sends, and the
-    response it collects."""
-
-    __slots__ = ("body", "chunks", "ended", "finished", "headers", "sent", "status")
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.sent = False
-        self.finished = False
-        self.ended: anyio.Event | None = None
-        """Made only if the app waits for the disconnect before its response ends (a
-        streaming response listens for it); most never do."""
-        self.status: int | None = None
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.chunks: list[bytes] = []
-
-    async def receive(self) -> Message:
-        if not self.sent:
-            self.sent = True
-            return {"type": "http.request", "body": self.body, "more_body": False}
-        if not self.finished:
-            if self.ended is None:
-                self.ended = anyio.Event()
-            await self.ended.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        kind = message["type"]
-        if kind == "http.response.start":
-            self.status = message["status"]
-            self.headers = message.get("headers", [])
-        elif kind == "http.response.body":
-            self.chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                self.finish()
-
-    def finish(self) -> None:
-        """The response is complete (or the app is done): a waiting ``receive`` returns."""
-        self.finished = True
-        if self.ended is not None:
-            self.ended.set()
-
-
 _FAILED = Result(500, Headers({"content-type": "text/plain"}), b"Internal Server Error")
-
-
-_FORM_SAFE = re.compile(r"[A-Za-z0-9_.~-]*")
-
-
-def _form_quote(text: str) -> str:
-    """`urlencode`'s encoding of one key or value, without its cost for text that needs none."""
-    return text if _FORM_SAFE.fullmatch(text) else quote_plus(text)
 
 
 def _charset(headers: Headers) -> str:

@@ -11,6 +11,7 @@ from rastrillo.agents import grants
 from rastrillo.app import handler
 from rastrillo.cli.main import main
 from rastrillo.loader import load_options
+from rastrillo.options import select_database
 from rastrillo.storage import Database
 from tests.support import write_app
 
@@ -145,3 +146,26 @@ def test_a_user_id_or_a_client_name_cannot_end_its_field_and_forge_the_next(
     )
     assert fields is not None, line
     assert (unquoted(fields[1]), unquoted(fields[2])) == (user, client)
+
+
+def test_an_operator_reaches_the_database_the_app_serves_on(
+    app_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    """A platform that sets ``RASTRILLO_DB`` (or an operator's ``--db``) serves the app on
+    another database than ``Options.db``: its grants are listed and revoked there."""
+    served = tmp_path / "served.db"
+    db = handler(select_database(load_options(app_dir), str(served))).db
+    try:
+        grant = grants.create_grant(db, user_id="1", agent="desk", client="Claude")
+        tokens = grants.issue_tokens(db, grant.id)
+        assert main(["agents", "list", "--app", str(app_dir)]) == 0
+        assert capsys.readouterr().out == "no live grants\n"  # the app's own database
+
+        assert main(["agents", "list", "--app", str(app_dir), "--db", str(served)]) == 0
+        assert capsys.readouterr().out.startswith(f"{grant.id}  user 1  agent:desk  ")
+        monkeypatch.setenv("RASTRILLO_DB", str(served))
+        assert main(["agents", "revoke", grant.id, "--app", str(app_dir)]) == 0
+        assert capsys.readouterr().out == f"revoked {grant.id}: agent:desk for user 1\n"
+        assert grants.authenticate(db, tokens.access_token) is None
+    finally:
+        db.dispose()

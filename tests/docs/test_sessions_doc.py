@@ -24,7 +24,12 @@ CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, event TEXT N
 def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The page's actions and its app.py, generated once for the module."""
     actions = {action_path(b): b for b in doc_blocks(PAGE, "python") if b.startswith("# actions/")}
-    assert sorted(actions) == ["account.GET.py", "email.POST.py", "signin.POST.py"]
+    assert sorted(actions) == [
+        "account.GET.py",
+        "email.POST.py",
+        "signin.POST.py",
+        "signout.POST.py",
+    ]
     owner_query = doc_block(PAGE, "python", "AND user_id = :user")
     actions["orders/[id].GET.py"] = handle_py(owner_query, "ctx.json(dict(row._mapping))")
     options = doc_block(PAGE, "python", "sign_in_rate_limit=")
@@ -61,6 +66,15 @@ def test_signing_in_starts_a_session_under_a_new_id_and_goes_to_a_safe_next(app)
     assert planter.get("/account", follow_redirects=False).status_code == 303  # it is worthless
     assert sign_in(app, "correct horse", next="//evil.example").headers["location"] == "/"
     assert app.client.get("/account").text == "Signed in as user 1"
+
+
+def test_an_async_handle_signs_out_with_the_async_form(app):
+    browser = app.browser()
+    session_id = app.sign_in(browser, 1)
+    answer = browser.post("/signout", follow_redirects=False)
+    assert (answer.status_code, answer.headers["location"]) == (303, "/")
+    assert "Max-Age=0" in answer.headers["set-cookie"]
+    assert sessions.store.find_session(app.db, session_id, tool_call=False) is None
 
 
 def test_an_unknown_account_and_a_wrong_password_are_answered_alike(app):

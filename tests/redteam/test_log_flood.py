@@ -1,4 +1,4 @@
-"""What anyone may send floods no log (issue 10: no unauthenticated log flooding).
+"""What anyone may send floods no log.
 
 Presenting a session made for an agent's calls outside a tool call is worth a warning,
 once: it says the id leaked. Each such request wrote one, so whoever holds the id (no

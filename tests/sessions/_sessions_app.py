@@ -31,8 +31,17 @@ def sign_in_as(ctx: Context) -> Response:
 
 
 async def sign_out(ctx: Context) -> Response:
-    sessions.sign_out(ctx)
+    await sessions.sign_out_async(ctx)
     return ctx.text("signed out")
+
+
+async def sign_in_on_the_loop(ctx: Context) -> Response:
+    """An async handle calling the sync ``sign_in``: refused, never a write on the loop."""
+    return ctx.text(sessions.sign_in(ctx, ctx.form["user"]))
+
+
+async def sign_in_async(ctx: Context) -> Response:
+    return ctx.text(await sessions.sign_in_async(ctx, ctx.form["user"]))
 
 
 def password_sign_in(ctx: Context) -> Response:
@@ -65,6 +74,8 @@ ROUTES = [
     *(Route(m, "/change", "change", change) for m in ("POST", "PUT", "PATCH", "DELETE")),
     Route("POST", "/signin-as", "sign_in_as", sign_in_as),
     Route("POST", "/signout", "sign_out", sign_out),
+    Route("POST", "/signin-on-the-loop", "sign_in_on_the_loop", sign_in_on_the_loop),
+    Route("POST", "/signin-async", "sign_in_async", sign_in_async),
     Route("POST", "/signin", "password_sign_in", password_sign_in),
     Route("GET", "/private", "private", private),
     Route("POST", "/private", "private_post", private_post),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from types import SimpleNamespace
 
 import anyio
 import httpx
@@ -15,7 +14,7 @@ from starlette.datastructures import Headers
 
 from rastrillo import Actor, visible
 from rastrillo.app import App
-from rastrillo.context import TOOL_CALL_SCOPE_KEY
+from rastrillo.context import TOOL_CALL_SCOPE_KEY, ToolCallMarker
 from rastrillo.csrf import canonical_origin, refusal
 from rastrillo.errors import ConfigError
 from tests.support import TLS
@@ -126,7 +125,7 @@ def test_nothing_a_client_sends_imitates_the_tool_call_marker(app: App, spoof) -
 
 def test_the_in_process_marker_and_only_it_passes(app: App) -> None:
     foreign = [(b"origin", FOREIGN.encode())]
-    marker = SimpleNamespace(actor=Actor.agent("concierge"))
+    marker = ToolCallMarker(Actor.agent("concierge"))
     assert anyio.run(_asgi_post, app, foreign, marker) == 200
     assert anyio.run(_asgi_post, app, foreign, None) == 403
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -91,6 +93,74 @@ def test_sign_out_deletes_the_session(app: App, browser: Browser) -> None:
     with httpx.Client(verify=TLS, base_url=app.origin, headers=cookie(app, session_id)) as replay:
         assert replay.get("/").text == "-"
         assert replay.get("/private", follow_redirects=False).status_code == 303
+
+
+def test_an_async_handle_signs_in_and_out_with_the_async_forms(app: App, browser: Browser):
+    client = browser(app)
+    planted = sign_in_as(client, "7")
+    response = client.post("/signin-async", data={"user": "8"})
+    assert response.status_code == 200 and response.text != planted
+    assert client.get("/").text == "8"
+    assert client.post("/signout").text == "signed out"  # an async handle: sign_out_async
+    assert client.get("/").text == "-"
+
+
+def test_an_async_handle_calling_sign_in_is_refused_before_any_write(
+    app: App, browser: Browser, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The row's write would wait on the database's lock on the event loop, stalling
+    every request: the sync form refuses there, naming the async one, and writes nothing."""
+    client = browser(app)
+    planted = sign_in_as(client, "7")
+    response = client.post("/signin-on-the-loop", data={"user": "8"})
+    assert response.status_code == 500
+    assert "await sessions.sign_in_async(...)" in caplog.text
+    assert client.get("/").text == "7"  # the old session was not ended
+    with httpx.Client(verify=TLS, base_url=app.origin, headers=cookie(app, planted)) as same:
+        assert same.get("/").text == "7"
+
+
+def test_sign_in_async_leaves_the_loop_free_while_the_database_is_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread holds the write lock until the event loop runs again: a sign-in
+    waiting on the database on the loop would never let it, and this would never end."""
+    app = rastrillo.handler(make_options(tmp_path))
+    holding, loop_ran, writing = threading.Event(), threading.Event(), threading.Event()
+    released_by_the_loop: list[bool] = []
+    write = app.db.write
+
+    def noted_write():
+        writing.set()  # the sign-in is about to wait for the lock
+        return write()
+
+    def hold() -> None:
+        with app.db.write():
+            holding.set()
+            released_by_the_loop.append(loop_ran.wait(30))
+
+    async def main() -> str:
+        transport = httpx.ASGITransport(app=app)
+        origin = {"Origin": app.origin}
+        async with httpx.AsyncClient(transport=transport, base_url=app.origin) as client:
+            signing_in = asyncio.create_task(
+                client.post("/signin-async", data={"user": "8"}, headers=origin)
+            )
+            while not writing.is_set():
+                await asyncio.sleep(0)
+            loop_ran.set()  # reached only if the sign-in waits off the loop
+            return (await signing_in).text
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(30)
+    monkeypatch.setattr(app.db, "write", noted_write)
+    signed_in = asyncio.run(main())
+    holder.join()
+    assert released_by_the_loop == [True]
+    found = sessions.store.find_session(app.db, signed_in, tool_call=False)
+    assert found is not None and found.user_id == "8"
+    app.db.dispose()
 
 
 def test_revoking_a_user_ends_all_their_sessions(app: App, browser: Browser) -> None:

@@ -51,6 +51,12 @@ def propose(f: Fixture, session: str, args=ARGS, **kw) -> ConfirmRequired:
     return info.value
 
 
+def build_with(f: Fixture, tools: list[ToolDef]) -> Fixture:
+    """The fixture's app released again with ``tools``, on the same database."""
+    release = rastrillo.handler(dataclasses.replace(f.options, tools=tools))
+    return dataclasses.replace(f, app=release, options=release.options, defs=tools)
+
+
 def browser(f: Fixture, user_id: str | None) -> TestClient:
     client = TestClient(f.app, base_url=f.app.origin, headers={"Origin": f.app.origin})
     if user_id is not None:
@@ -178,9 +184,10 @@ def test_after_the_template_changed_the_page_shows_the_sentence_approved(f):
     tool's template again; once the template changed (a new release), it shows the
     stored sentence, the one the person is asked about, whole."""
     pending = propose(f, f.session("3"))
-    i = next(i for i, d in enumerate(f.options.tools) if d.id == CANCEL)
-    f.options.tools[i] = dataclasses.replace(f.options.tools[i], confirm="Drop order {id}!")
-    page = browser(f, "3").get(pending.url).text
+    tools = [
+        dataclasses.replace(d, confirm="Drop order {id}!") if d.id == CANCEL else d for d in f.defs
+    ]
+    page = browser(build_with(f, tools), "3").get(pending.url).text
     assert '<p class="sentence">Cancel order 7? Its tickets go back on sale.</p>' in page
 
 
@@ -205,9 +212,9 @@ def test_every_invisible_character_of_an_approved_value_is_shown(f, hidden):
 def test_a_value_is_read_in_the_words_the_sentence_makes_around_it(f):
     """Alone, a value all in Cyrillic letters reads as written; put after ``#A`` in the
     sentence, its letters pass for Latin ones in ``#AB``, and are marked there."""
-    for tools in (f.options.tools, f.defs):
-        i = next(i for i, d in enumerate(tools) if d.id == CANCEL)
-        tools[i] = dataclasses.replace(tools[i], confirm="Cancel order #A{id}? ({reason})")
+    confirm = "Cancel order #A{id}? ({reason})"
+    tools = [dataclasses.replace(d, confirm=confirm) if d.id == CANCEL else d for d in f.defs]
+    f = build_with(f, tools)
     pending = propose(f, f.session("3"), {"id": "\u0412", "reason": "dup"})  # a Cyrillic B
     page = browser(f, "3").get(pending.url).text
     sentence = re.search(r'<p class="sentence">(.*)</p>', page)
@@ -463,7 +470,8 @@ def statements(f: Fixture) -> list[str]:
 
 def test_an_approval_is_used_by_one_statement_in_the_session_s_transaction(f):
     """The redemption is one conditional UPDATE (no read of the approval first), in the
-    one short write transaction that also looks the call's session up."""
+    one short write transaction that also looks the call's session up and writes the
+    call's audit row; once ``handle`` ran, a second one writes the row's outcome."""
     session = f.session("3")
     pending = propose(f, session)
     consent.decide(f.app.db, "3", pending.approval_id, True)
@@ -471,9 +479,17 @@ def test_an_approval_is_used_by_one_statement_in_the_session_s_transaction(f):
     assert cancel(f, session, approval=pending.approval_id).status == 303
     first = seen.index("BEGIN IMMEDIATE")
     transaction = seen[first : seen.index("COMMIT", first) + 1]
-    assert [s.split()[0] for s in transaction] == ["BEGIN", "SELECT", "UPDATE", "COMMIT"]
+    assert [s.split()[0] for s in transaction] == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"]
     assert "rastrillo_sessions" in transaction[1]
     assert transaction[2].startswith(f"UPDATE {consent.approvals_table.name} SET used_at")
+    assert transaction[3].startswith(f"INSERT INTO {audit.audit_table.name} ")
+    second = seen.index("BEGIN IMMEDIATE", first + 1)
+    outcome = seen[second : seen.index("COMMIT", second) + 1]
+    assert [s.split()[:2] for s in outcome] == [
+        ["BEGIN", "IMMEDIATE"],
+        ["UPDATE", audit.audit_table.name],
+        ["COMMIT"],
+    ]
     on_approvals = [s.split()[0] for s in seen if consent.approvals_table.name in s]
     assert on_approvals == ["UPDATE"]
     assert len(f.ran("cancel")) == 1
@@ -587,7 +603,6 @@ def test_of_concurrent_proposals_no_more_than_the_cap_wait(tmp_path, db_url):
     assert outcomes.count("TooManyApprovals") == proposals - consent.MAX_WAITING
     assert waiting(f) == consent.MAX_WAITING
     audit.flush(f.app.db)
-    f.app.db.dispose()
 
 
 def approval_rows(f: Fixture) -> int:

@@ -448,7 +448,7 @@ def test_a_tool_call_and_the_same_request_from_a_browser_give_identical_ctx_args
 def test_the_form_body_is_urlencoded_byte_for_byte(fields: dict[str, str]) -> None:
     from urllib.parse import urlencode
 
-    from rastrillo.tools.calls import _form_quote
+    from rastrillo.tools.transport import form_quote
 
     items = sorted(fields.items())
-    assert "&".join(f"{_form_quote(k)}={_form_quote(v)}" for k, v in items) == urlencode(items)
+    assert "&".join(f"{form_quote(k)}={form_quote(v)}" for k, v in items) == urlencode(items)

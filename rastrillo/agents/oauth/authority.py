@@ -44,7 +44,7 @@ from starlette.types import Message
 
 from rastrillo import threads
 from rastrillo.agents import MCP_PATH, RESOURCE_METADATA_PATH, grants
-from rastrillo.agents.oauth.consent import RANDOM_256, REQUEST_TTL, digest
+from rastrillo.agents.oauth.consent import RANDOM_256, REQUEST_TTL
 from rastrillo.agents.oauth.guards import (
     cors,
     count_authorization,
@@ -65,6 +65,7 @@ from rastrillo.routing import (
     OAUTH_TOKEN_PATH,
 )
 from rastrillo.sessions import throttle
+from rastrillo.sessions.store import secret_digest
 from rastrillo.storage import Database
 
 _KEEP = timedelta(days=1)
@@ -261,7 +262,8 @@ class Authority(OAuthAuthorizationServerProvider[Code, Refresh, Access]):
     def _load_code(self, client_id: str, code: str) -> Code | None:
         table = authorizations_table
         with self.db.read() as conn:
-            row = conn.execute(select(table).where(table.c.code_digest == digest(code))).first()
+            found = select(table).where(table.c.code_digest == secret_digest(code))
+            row = conn.execute(found).first()
         if row is None or row.client_id != client_id:
             return None
         if row.used_at is not None:

@@ -3,7 +3,6 @@ the page shows it, Allow (the code made, while the session giving it lives) and 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 from collections.abc import Collection
@@ -20,7 +19,7 @@ from sqlalchemy import select, update
 from rastrillo.actor import Actor
 from rastrillo.agents import grants
 from rastrillo.agents.tables import authorizations_table, clients_table
-from rastrillo.sessions.store import holds_session
+from rastrillo.sessions.store import holds_session, secret_digest
 from rastrillo.storage import Database
 
 CODE_TTL = timedelta(minutes=2)
@@ -165,7 +164,7 @@ def allow(
         session=session,
         user_id=user_id,
         agent=agent,
-        code_digest=digest(code),
+        code_digest=secret_digest(code),
         expires_at=now + CODE_TTL,
     )
     return construct_redirect_uri(row["redirect_uri"], code=code, state=row["state"], iss=issuer)
@@ -200,7 +199,3 @@ def _decide(
         if not done:
             raise AuthorizationGone(request_id)
         return conn.execute(select(table).where(table.c.id == request_id)).one()._mapping
-
-
-def digest(value: str) -> str:
-    return hashlib.sha256(value.encode("ascii")).hexdigest()
