@@ -301,9 +301,10 @@ class App:
         request = Request(scope, limits.limited(receive, max_body))
         pending = pending_session(scope)
         if pending is not None and route.is_async:
-            # An async handle's session is checked first, in its own hop; a sync handle's in
-            # the hop it runs in, by _checked_handle, after its form is read here.
-            await threads.in_thread(pending.check, scope)
+            # An async handle's session is checked first (on SQLite on the event loop); a
+            # sync handle's in the hop it runs in, by _checked_handle, after its form is
+            # read here.
+            await pending.check_now(scope)
             pending = None
         try:
             form = await _read_form(request, route, max_body, pending is not None)

@@ -40,6 +40,15 @@ def is_tool_call(scope: Mapping[str, Any]) -> bool:
     return scope.get(TOOL_CALL_SCOPE_KEY) is not None
 
 
+class FoundSession(Protocol):
+    """A session found live (``sessions.store.Session``, of the layer above, is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+
+
 class ToolCallMarker(NamedTuple):
     """What the dispatcher puts in the ASGI scope under ``TOOL_CALL_SCOPE_KEY``.
 
@@ -51,9 +60,8 @@ class ToolCallMarker(NamedTuple):
     """
 
     actor: Actor
-    session: Any = None
-    """The call's session as the dispatcher found it (a write's: a
-    ``sessions.store.Session``, a type of the layer above, which reads it), so the session
+    session: FoundSession | None = None
+    """The call's session as the dispatcher found it (a write's), so the session
     middleware need not look it up again; None, and it looks it up as for a browser."""
     route: str | None = None
     """The tool's route path (``/notes/{id}``): the router sends the request to that

@@ -1,6 +1,7 @@
 """Filesystem routing: file → route, and matching on raw path segments."""
 
 import functools
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given
@@ -8,7 +9,15 @@ from hypothesis import strategies as st
 
 from rastrillo.errors import RastrilloError
 from rastrillo.router import Match, Router
-from rastrillo.routing import Route, RouteFileError, route_for_file
+from rastrillo.routing import (
+    Route,
+    RouteFileError,
+    fill_path,
+    param_name,
+    path_params,
+    route_for_file,
+    route_shape,
+)
 
 
 @pytest.mark.parametrize(
@@ -120,6 +129,31 @@ def test_any_single_segment_value_round_trips(value):
     assert isinstance(found, Match)
     assert found.route.path == "/orders/{id}"
     assert found.params == {"id": value}
+
+
+_ROUTE_TEXT = st.text(alphabet="ab{}/%\n", max_size=24)
+
+
+@given(_ROUTE_TEXT.filter(lambda text: "/" not in text))
+def test_a_segment_is_a_parameter_when_it_is_in_braces(segment):
+    in_braces = len(segment) > 1 and segment[0] == "{" and segment[-1] == "}"
+    assert param_name(segment) == (segment[1:-1] if in_braces else None)
+
+
+@given(_ROUTE_TEXT)
+def test_a_whole_path_reads_each_segment_as_the_segment_alone_reads(path):
+    """`path_params`, `route_shape` and `fill_path` read a path in one pass; each segment is
+    a parameter exactly when `param_name` reads it as one, under the same name."""
+    segments = path.split("/")
+    names = [param_name(segment) for segment in segments]
+    assert path_params(path) == [name for name in names if name is not None]
+    shape = ["{}" if name is not None else s for s, name in zip(segments, names, strict=True)]
+    assert route_shape(path) == "/".join(shape)
+    values = {name: f"<{name}/>" for name in names if name is not None}
+    filled = [
+        s if n is None else quote(values[n], safe="") for s, n in zip(segments, names, strict=True)
+    ]
+    assert fill_path(path, values) == "/".join(filled)
 
 
 class _AsyncHandle:

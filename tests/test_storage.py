@@ -285,6 +285,59 @@ def test_a_database_missing_a_table_and_an_index_gets_both_and_keeps_its_rows(db
     db.dispose()
 
 
+_SCHEMA = {
+    "sqlite": [
+        "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name",
+    ],
+    "postgresql": [
+        "SELECT relname, relkind FROM pg_class"
+        " WHERE relnamespace = 'public'::regnamespace ORDER BY relname",
+        "SELECT table_name, ordinal_position, column_name, data_type, character_maximum_length,"
+        " is_nullable, column_default FROM information_schema.columns"
+        " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
+        "SELECT tablename, indexname, indexdef FROM pg_indexes"
+        " WHERE schemaname = 'public' ORDER BY tablename, indexname",
+        "SELECT c.relname, d.objsubid, d.description FROM pg_description d"
+        " JOIN pg_class c ON c.oid = d.objoid"
+        " WHERE c.relnamespace = 'public'::regnamespace ORDER BY 1, 2",
+        "SELECT typname, typtype FROM pg_type"
+        " WHERE typnamespace = 'public'::regnamespace ORDER BY typname",
+    ],
+}
+
+
+def _schema(db: Database) -> list[list[tuple[object, ...]]]:
+    """The schema as the database itself reads it back: every table's, index's and
+    constraint's definition, and on PostgreSQL every column, comment and type too."""
+    return [[tuple(r) for r in db.query(q)] for q in _SCHEMA[db.engine.dialect.name]]
+
+
+def test_a_new_databases_tables_are_the_tables_create_all_makes(db_url, monkeypatch):
+    """The start runs each table's and index's DDL compiled once a process, with the DDL
+    events fired as ``create_all`` fires them (``grants.LIVE_NAME``'s partial index is one
+    they make): the schema it makes, compiled and then replayed, is ``create_all``'s."""
+    import rastrillo.agents.tables  # noqa: F401  (every framework table on METADATA)
+    from rastrillo.agents.grants import LIVE_NAME
+    from rastrillo.storage import METADATA, migrations
+
+    db = Database(db_url)
+    METADATA.create_all(db.engine)
+    made = _schema(db)
+    assert "revoked_at IS NULL" in str(made)  # LIVE_NAME's, which its listener makes partial
+    # As in a new process: nothing compiled, and the listener's option not yet on the index.
+    monkeypatch.setattr(migrations, "_CREATE", {})
+    monkeypatch.delitem(LIVE_NAME.dialect_options[db.engine.dialect.name], "where")
+    for _compiled_then_replayed in range(2):
+        METADATA.drop_all(db.engine)
+        assert not inspect(db.engine).get_table_names()
+        db.open()
+        assert _schema(db) == made
+    assert migrations._CREATE
+    db.dispose()
+
+
 def test_the_demo_app_starts_while_another_process_holds_the_write_lock(tmp_path):
     tickets = Path(__file__).resolve().parent.parent / "examples" / "tickets"
     TestApp(tickets, tmp_path)  # creates, migrates and seeds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+from operator import attrgetter
 
 from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
@@ -60,8 +61,12 @@ def scan_actions(app_dir: AppDir) -> tuple[list[ActionFile], list[Problem]]:
             actions.append(action)
     problems.extend(_collisions(actions))
     problems.extend(check_registry([a.tool for a in actions if a.tool is not None]))
-    actions.sort(key=lambda a: (a.path, a.method))
+    actions.sort(key=_BY_ROUTE)
     return actions, sorted(set(problems))
+
+
+_BY_ROUTE = attrgetter("path", "method")
+_BY_SOURCE = attrgetter("source")
 
 
 def _action_files(folder: str, prefix: str) -> list[tuple[str, str]]:
@@ -172,7 +177,7 @@ def _binds_handle(node: ast.Assign | ast.ImportFrom) -> bool:
 def _collisions(actions: list[ActionFile]) -> list[Problem]:
     seen: dict[tuple[str, str], ActionFile] = {}
     problems: list[Problem] = []
-    for action in sorted(actions, key=lambda a: a.source):
+    for action in sorted(actions, key=_BY_SOURCE):
         key = (action.method, route_shape(action.path))
         first = seen.setdefault(key, action)
         if first is not action:

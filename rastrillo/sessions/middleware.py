@@ -22,14 +22,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rastrillo import threads
-from rastrillo.context import USER_SCOPE_KEY, is_tool_call, tool_call_marker
+from rastrillo.context import USER_SCOPE_KEY, FoundSession, is_tool_call, tool_call_marker
 from rastrillo.errors import ConfigError
 from rastrillo.options import DEFAULT_SESSION_LIFETIME
 from rastrillo.sessions.store import (
-    Session,
     create_session,
     delete_session,
     find_session,
+    find_session_from_loop,
     is_session_id,
 )
 from rastrillo.storage import Database
@@ -77,7 +77,17 @@ class RequestSession:
             return
         self.found(scope, find_session(self.middleware.db, presented, tool_call=self.tool_call))
 
-    def found(self, scope: Scope, found: Session | None) -> None:
+    async def check_now(self, scope: Scope) -> None:
+        """:meth:`check`, on the event loop, for a request whose ``handle`` runs there (an
+        async one) or behind ``Options.wrap``: with no thread hop on SQLite, save for a
+        write (:func:`~rastrillo.sessions.store.find_session_from_loop`)."""
+        presented = self.unchecked
+        if presented is None:
+            return
+        db = self.middleware.db
+        self.found(scope, await find_session_from_loop(db, presented, tool_call=self.tool_call))
+
+    def found(self, scope: Scope, found: FoundSession | None) -> None:
         """The presented cookie's row as the caller checked it (a tool call's write checks
         it in the transaction that uses its approval), put in ``scope`` as :meth:`check`
         does."""
@@ -136,7 +146,7 @@ class SessionMiddleware:
         presented = dispatched or _cookie(scope, self.cookie)
         if presented is None:
             return RequestSession(self, None, None)
-        resolved: Session | None = None if marker is None else marker.session
+        resolved = None if marker is None else marker.session
         if resolved is not None and resolved.id == presented:
             # A dispatched tool call: the dispatcher looked this session up a moment ago.
             return RequestSession(self, resolved.id, resolved.user_id)
@@ -144,7 +154,7 @@ class SessionMiddleware:
         if dispatched is None and not is_session_id(presented):
             state.found(scope, None)  # no query: a malformed id matches no row
         elif not self.deferred:
-            await threads.in_thread(state.check, scope)
+            await state.check_now(scope)
         return state
 
     def cookie_header(
@@ -206,7 +216,8 @@ async def sign_out_async(ctx: Context) -> None:
 
 def _off_the_loop(name: str) -> None:
     """Refuse to write a session's row on the event loop, where waiting on the database's
-    lock (SQLite's writer, a PostgreSQL round trip) would stall every request."""
+    lock (SQLite's writer, a PostgreSQL round trip) would stall every request. (The
+    framework serves on asyncio, whose running loop is what this finds.)"""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -12,6 +12,7 @@ presenting it finds no session, so its id, should it leak, signs nobody in.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -19,6 +20,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -27,6 +29,7 @@ from sqlalchemy import (
     Connection,
     Float,
     Index,
+    Row,
     String,
     Table,
     bindparam,
@@ -40,6 +43,7 @@ from sqlalchemy import (
     update,
 )
 
+from rastrillo import threads
 from rastrillo.errors import ConfigError
 from rastrillo.logs import Repeats
 from rastrillo.options import DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME
@@ -182,11 +186,8 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
     """
     digest = secret_digest(session_id)
     t = db.clock.now()
-    row = db.query_one(_FIND, digest=digest)
+    row = _usable_row(db, digest, tool_call)
     if row is None:
-        return None
-    if row.agent_only and not tool_call:
-        _presented_outside(db, digest, row.user_id)
         return None
     alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
     if not alive:
@@ -198,6 +199,51 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
                 update(sessions_table).where(_with_digest(digest)).values(idle_expires=touch)
             )
     return Session(session_id, row.user_id)
+
+
+def peek_session(db: Database, session_id: str, *, tool_call: bool) -> tuple[bool, Session | None]:
+    """What :func:`find_session` finds, when finding it writes nothing: ``(True, session)``
+    (None: no session). ``(False, None)`` when it would write, a dead row deleted or the
+    idle expiry moved (at most once a minute a session): then ``find_session`` does it.
+
+    One read, no write: where ``Database.reads_without_waiting``, it may run on the event
+    loop."""
+    digest = secret_digest(session_id)
+    row = _usable_row(db, digest, tool_call)
+    if row is None:
+        return True, None
+    alive, touch = _verdict(db.clock.now(), row.expires, row.idle_seconds, row.idle_expires)
+    if not alive or touch is not None:
+        return False, None
+    return True, Session(session_id, row.user_id)
+
+
+async def find_session_from_loop(
+    db: Database, session_id: str, *, tool_call: bool
+) -> Session | None:
+    """:func:`find_session`, called on the event loop without a thread hop of its own where
+    it need not: when a read waits on nothing (``Database.reads_without_waiting``: SQLite,
+    whose WAL readers never wait on its writer, with an idle pooled connection) it is
+    made there, and only a write it must make (a dead row deleted, the idle expiry moved:
+    at most once a minute a session) goes to a worker thread. Otherwise (PostgreSQL,
+    whose query waits on the network, or every connection in use) all of it runs in one."""
+    if db.reads_without_waiting():
+        settled, found = peek_session(db, session_id, tool_call=tool_call)
+        if settled:
+            return found
+    return await threads.in_thread(
+        functools.partial(find_session, tool_call=tool_call), db, session_id
+    )
+
+
+def _usable_row(db: Database, digest: str, tool_call: bool) -> Row[Any] | None:
+    """The session's row; None when there is none, or it is an agent's presented outside a
+    tool call (logged: its id leaked)."""
+    row = db.query_one(_FIND, digest=digest)
+    if row is not None and row.agent_only and not tool_call:
+        _presented_outside(db, digest, row.user_id)
+        return None
+    return row
 
 
 _PRESENTED = Repeats()

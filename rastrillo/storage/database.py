@@ -52,8 +52,9 @@ in waves: a pool that closed what it opened for one would start backends again (
 authentication, settings) for the next."""
 _SQLITE_POOL_SIZE = 48
 """SQLite connections kept open: one for each of Starlette's worker threads (anyio's
-default limit, 40) and the framework's own (audit writer, sidecar, start-up), so load
-reuses connections instead of opening (and setting up) new ones."""
+default limit, 40) and the framework's own (audit writer, sidecar, start-up, the event
+loop's session reads), so load reuses connections instead of opening (and setting up)
+new ones."""
 
 
 class WriteGate(Protocol):
@@ -211,6 +212,13 @@ class Database:
         """Run one read query (SQL text, a built statement or a `Prepared` one) and return
         all its rows."""
         return self._one_read(sql, params, first=False)
+
+    def reads_without_waiting(self) -> bool:
+        """Whether a read made now waits on nothing, and so may run on the event loop: a
+        SQLite (WAL) database, whose readers never wait on its writer, with a connection
+        open and idle in the pool (none to wait for, and none to open now). A PostgreSQL
+        query waits on the network: never."""
+        return self.is_sqlite and self.engine.pool.checkedin() > 0  # type: ignore[attr-defined]
 
     def query_one(self, sql: str | Executable | Prepared, /, **params: Any) -> Row[Any] | None:
         """Run one read query (SQL text, a built statement or a `Prepared` one) and return its

@@ -164,13 +164,18 @@ def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
         (writers.get(id(db)) or writer_for(db)).put(entry)
 
 
-def begin(tx: DriverTransaction, entry: Entry, now: datetime) -> None:
+def begin(tx: DriverTransaction, entry: Entry, now: datetime) -> int:
     """An approved write's row, in the transaction that uses its approval: on disk before
     the write runs, so that no process ending in ``handle`` leaves a write unrecorded.
-    Its status stays NULL until :func:`append` writes the outcome."""
+    Its status stays NULL until :func:`append` writes the outcome there.
+
+    Returns the row's id, for the caller to set as ``entry.row_id`` once the transaction
+    has committed, not before: a row rolled back has no id to write an outcome to (on
+    SQLite the next row would take it)."""
     entry.duration_ms = (time.perf_counter() - entry.started) * 1000
     _stamp(entry, now)
-    [(entry.row_id,)] = tx.run(BEGUN, **dict(zip(COLUMNS, stored_row(entry), strict=True)))
+    [(row_id,)] = tx.run(BEGUN, **dict(zip(COLUMNS, stored_row(entry), strict=True)))
+    return int(row_id)
 
 
 def _stamp(entry: Entry, now: datetime) -> None:

@@ -223,7 +223,10 @@ OUTCOME = Prepared(
     audit_table.update()
     .where(audit_table.c.id == bindparam("row_id"))
     .values(status=bindparam("status"), duration_ms=bindparam("duration_ms"))
+    .returning(audit_table.c.id)
 )
+"""An approved write's outcome, written to the row :func:`~rastrillo.tools.audit.begin`
+wrote; it returns the row's id, so a row that is not there is known, not passed over."""
 
 
 def as_json(entry: Entry) -> str:

@@ -33,7 +33,9 @@ _RETRY_MAX = 2.0
 def insert_rows(
     db: Database, rows: list[Entry], on_wait: Callable[[], None] | None = None
 ) -> list[Entry]:
-    """Insert ``rows``; return those the database refused, each logged in full.
+    """Insert ``rows``, or for an approved write's, write its outcome to its row; return
+    those the database refused, and any outcome whose row is not there, each logged in
+    full.
 
     A database that cannot serve now (``storage.is_unavailable``: locked past
     the busy timeout, unreachable, out of room) is waited out: the rows are
@@ -49,14 +51,17 @@ def insert_rows(
                 new = [stored_row(row) for row in rows if row.row_id is None]
                 if new:
                     tx.run_many(INSERT, new)
-                for row in rows:
-                    if row.row_id is not None:
-                        tx.run(
-                            OUTCOME,
-                            row_id=row.row_id,
-                            status=row.status,
-                            duration_ms=row.duration_ms,
-                        )
+                rowless = [
+                    row
+                    for row in rows
+                    if row.row_id is not None
+                    and not tx.run(
+                        OUTCOME,
+                        row_id=row.row_id,
+                        status=row.status,
+                        duration_ms=row.duration_ms,
+                    )
+                ]
         except Exception as exc:
             if not is_unavailable(exc):
                 refused = exc
@@ -71,7 +76,9 @@ def insert_rows(
         else:
             if waiting:
                 log.warning("audit: %d rows written after waiting for the database", len(rows))
-            return []
+            for row in rowless:
+                log.error("audit: no row to write this outcome to: %s", as_json(row))
+            return rowless
     if len(rows) == 1:
         log.error("audit: the database refused a row: %s", as_json(rows[0]), exc_info=refused)
         return rows

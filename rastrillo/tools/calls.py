@@ -48,10 +48,15 @@ from rastrillo.registry.errors import (
 )
 from rastrillo.registry.validate import Invalid, accept, path_problem, wire
 from rastrillo.routing import fill_path, path_params
-from rastrillo.sessions.store import Session, find_session, find_session_in, is_session_id
+from rastrillo.sessions.store import (
+    Session,
+    find_session_from_loop,
+    find_session_in,
+    is_session_id,
+)
 from rastrillo.storage import Database
 from rastrillo.tools import audit, consent
-from rastrillo.tools.transport import form_quote, request_scope, send
+from rastrillo.tools.transport import form_quote, request_scope, send_request
 
 __all__ = ["Call", "Result", "Target", "ToolCallMarker", "dispatch", "dispatch_sync"]
 
@@ -144,8 +149,10 @@ async def dispatch(
     :class:`ConfirmRequired` or :class:`ApprovalInvalid`. Anything the app
     answers, a 4xx or 5xx included, is a :class:`Result`. ``app`` is
     ``rastrillo.handler(options)``; no server or lifespan is needed. The
-    database work (session, approval, an approved write's audit row) runs in a
-    worker thread, never on the event loop; the audit row of an approved
+    database work (session, approval, an approved write's audit row) waits on
+    nothing on the event loop: it runs in a worker thread, save a claimed user's
+    session read where a read waits on nothing (``Database.reads_without_waiting``,
+    SQLite); the audit row of an approved
     write is committed with its approval's use, before the app runs it, and its
     outcome before this returns.
     """
@@ -164,10 +171,10 @@ async def dispatch(
             marker = await write.marker()
         else:
             if call.session is not None and call.actor.user_id is not None:
-                # A claimed user is checked before the app runs. Otherwise a read's session
-                # is looked up by the session middleware, as a browser's is, in the one
-                # worker-thread hop a request has for it.
-                session = await threads.in_thread(_find_session, app.db, call.session)
+                # A claimed user is checked before the app runs (on SQLite, with no thread
+                # hop). Otherwise a read's session is looked up by the session middleware,
+                # as a browser's is, in the one worker-thread hop a request has for it.
+                session = await find_session_from_loop(app.db, call.session, tool_call=True)
             if session is not None or call.actor.user_id is not None:
                 entry.user_id = _check_user(plan.defn, call, session)
             marker = _marker(plan, call, session, entry.user_id, None, values, texts)
@@ -399,11 +406,6 @@ def _check_call(
     return plan, values, texts
 
 
-def _find_session(db: Database, session_id: str) -> Session | None:
-    """The tool call's session: an agent-only one (a grant's) is found too."""
-    return find_session(db, session_id, tool_call=True)
-
-
 def _check_user(defn: ToolDef, call: Call, found: Session | None) -> str | None:
     """Step 4, the user: the one whose live session the call carries; a write needs one."""
     user_id = found.user_id if found is not None else None
@@ -524,6 +526,7 @@ class _Write:
         now = app.db.clock.now()
         refused: ToolError | None = None
         outcome: Approval | consent.ApprovalRecord | None = None
+        row_id = None
         with app.db.driver_write() as tx:
             self.session = find_session_in(tx, now, call.session)
             try:
@@ -545,13 +548,15 @@ class _Write:
                     entry = self.entry
                     entry.user_id, entry.approval = user_id, outcome
                     entry.approval_path = consent.approval_path(outcome.id)
-                    audit.begin(tx, entry, now)  # on disk with the approval's use
+                    row_id = audit.begin(tx, entry, now)  # on disk with the approval's use
             except (BadActor, TooManyApprovals) as exc:
                 refused = exc  # raised once the session's own upkeep is committed
         if refused is not None:
             raise refused
         if isinstance(outcome, Approval):
-            self.approval = outcome
+            # Committed: the row is there to take the outcome. (Had the commit failed, the
+            # call would be refused, its row appended anew.)
+            self.approval, self.entry.row_id = outcome, row_id
             return
         if outcome is None:
             assert self.user_id is not None
@@ -596,7 +601,7 @@ async def _run(
     query, form = (encoded, None) if plan.in_query else (b"", encoded)
     scope = request_scope(app.origin, defn.method, raw_path, path, query, form, marker)
     try:
-        exchange = await send(app, scope, form or b"")
+        exchange = await send_request(app, scope, form or b"")
     except Exception:
         log.exception("tool call %s (%s %s) raised", defn.id, defn.method, defn.path)
         return _FAILED, scope.get(USER_SCOPE_KEY)

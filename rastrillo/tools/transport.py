@@ -74,7 +74,7 @@ def request_scope(
     }
 
 
-async def send(app: ASGIApp, scope: Scope, body: bytes) -> Exchange:
+async def send_request(app: ASGIApp, scope: Scope, body: bytes) -> Exchange:
     """Send the request of ``scope``, with ``body``, through ``app``; the exchange holding
     its response (its ``status`` None if the app sent none). What the app raises is
     raised."""

@@ -40,6 +40,14 @@ PAGES = {
         def handle(ctx):
             return ctx.text(f"account of {ctx.user_id}")
     """,
+    "account/live.GET.py": """
+        from rastrillo.sessions import require
+
+
+        @require
+        async def handle(ctx):  # async: its session is checked on the event loop (SQLite)
+            return ctx.text(f"account of {ctx.user_id}")
+    """,
     "notes/new.GET.py": """
         from starlette.responses import HTMLResponse
 
@@ -109,19 +117,27 @@ def leaked(app: App, user_id: str = "3") -> tuple[grants.Grant, str]:
     return grant, session
 
 
+@pytest.mark.parametrize("page", ["/account", "/account/live"])
 def test_a_grants_session_reads_no_app_page_as_its_user(
-    served: App, caplog: pytest.LogCaptureFixture
+    served: App, caplog: pytest.LogCaptureFixture, page: str
 ) -> None:
+    """A sync page has the session checked in its handle's thread; an async one has it read
+    on the event loop (SQLite) or in a thread of its own (PostgreSQL): refused alike, its
+    row left as it was."""
     _, session = leaked(served)
     with browser(served, create_session(served.db, "3")) as person:
-        assert person.get("/account").text == "account of 3"
+        assert person.get(page).text == "account of 3"
+    row = "SELECT idle_expires FROM rastrillo_sessions WHERE id_digest = :d"
+    before = served.db.query_one(row, d=secret_digest(session))
     with browser(served, None) as stranger, browser(served, session) as program:
-        expected = stranger.get("/account")
+        expected = stranger.get(page)
         with caplog.at_level(logging.WARNING, logger="rastrillo.sessions"):
-            answered = program.get("/account")
+            answered = program.get(page)
     assert answered.status_code == expected.status_code == 303
-    assert answered.headers["location"] == expected.headers["location"] == "/signin?next=%2Faccount"
+    assert answered.headers["location"] == expected.headers["location"]
+    assert expected.headers["location"] == "/signin?next=" + page.replace("/", "%2F")
     assert "account of" not in answered.text
+    assert served.db.query_one(row, d=secret_digest(session)) == before
     # Logged once, naming the row by its digest: the log is no road for the id itself.
     [warning] = [r for r in caplog.records if r.name == "rastrillo.sessions"]
     assert warning.levelno == logging.WARNING

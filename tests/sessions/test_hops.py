@@ -4,6 +4,7 @@ the thread a sync ``handle`` runs in, still before ``handle`` and still on every
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import rastrillo
 from rastrillo import sessions, threads
 from rastrillo.app import App
 from rastrillo.context import TOOL_CALL_SCOPE_KEY, USER_SCOPE_KEY
+from rastrillo.testing import ManualClock
 from rastrillo.tools import ToolCallMarker
 from tests.sessions._sessions_app import make_options
 
@@ -62,12 +64,8 @@ def test_a_signed_in_sync_request_makes_one_thread_hop(tmp_path: Path, hops: lis
     assert hops == ["_checked_handle"]
 
 
-def test_a_signed_in_async_request_makes_one_hop_for_its_session(
-    tmp_path: Path, hops: list[str]
-) -> None:
-    app = rastrillo.handler(make_options(tmp_path))
-    session = sessions.create_session(app.db, "7")
-    hops.clear()
+def post_private(app: App, session: str) -> httpx.Response:
+    """``POST /private``: an async ``@sessions.require`` handle."""
 
     async def main() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
@@ -75,8 +73,82 @@ def test_a_signed_in_async_request_makes_one_hop_for_its_session(
             client.cookies.set(sessions.cookie_name(app.origin), session)
             return await client.post("/private", headers={"Origin": app.origin})
 
-    assert asyncio.run(main()).text == "posted by 7"
-    assert hops == ["check"]
+    return asyncio.run(main())
+
+
+def test_a_signed_in_async_request_on_sqlite_reads_its_session_on_the_loop(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """A SQLite (WAL) read never waits on a lock, so an async handle's row is read on the
+    event loop: no thread hop, still on every request, so a revoked session is refused on
+    the very next one. Only the rare write the check makes (the idle expiry moved, at most
+    once a minute a session) takes a worker thread."""
+    clock = ManualClock()
+    app = rastrillo.handler(make_options(tmp_path, clock=clock))
+    session = sessions.create_session(app.db, "7")
+    hops.clear()
+    assert post_private(app, session).text == "posted by 7"
+    assert hops == []
+    clock.advance(120)
+    assert post_private(app, session).text == "posted by 7"
+    assert hops == ["find_session"]  # the idle expiry moved, in a worker thread
+    assert post_private(app, session).text == "posted by 7"
+    assert hops == ["find_session"]
+    sessions.revoke_user(app.db, "7")
+    assert post_private(app, session).status_code == 403
+    assert hops == ["find_session"]
+
+
+def test_an_expired_session_read_on_the_loop_is_refused_and_deleted_in_a_thread(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    clock = ManualClock()
+    app = rastrillo.handler(make_options(tmp_path, clock=clock))
+    session = sessions.create_session(app.db, "7")
+    clock.advance(3 * 24 * 3600)  # past the idle expiry (two days by default)
+    hops.clear()
+    refused = post_private(app, session)
+    assert refused.status_code == 403
+    assert "Max-Age=0" in refused.headers["set-cookie"]
+    assert hops == ["find_session"]  # the dead row's deletion, off the loop
+    assert app.db.query_one("SELECT count(*) AS n FROM rastrillo_sessions").n == 0
+
+
+def test_with_no_idle_connection_the_loop_does_not_wait_for_one(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """Every pooled connection in use: reading on the event loop would wait for one (or
+    open one there), so the session is checked in a worker thread instead."""
+    app = rastrillo.handler(make_options(tmp_path))
+    session = sessions.create_session(app.db, "7")
+    held = []
+    while app.db.engine.pool.checkedin():  # type: ignore[attr-defined]
+        held.append(app.db.engine.raw_connection())
+    try:
+        hops.clear()
+        assert post_private(app, session).text == "posted by 7"
+        assert hops == ["find_session"]
+    finally:
+        for connection in held:
+            connection.close()
+    hops.clear()
+    assert post_private(app, session).text == "posted by 7"
+    assert hops == []
+
+
+@pytest.mark.postgres
+def test_a_signed_in_async_request_on_postgresql_checks_its_session_in_a_thread(
+    tmp_path: Path, pg_url: str, hops: list[str]
+) -> None:
+    """A PostgreSQL query waits on the network: never on the event loop."""
+    app = rastrillo.handler(dataclasses.replace(make_options(tmp_path), db=pg_url))
+    try:
+        session = sessions.create_session(app.db, "7")
+        hops.clear()
+        assert post_private(app, session).text == "posted by 7"
+        assert hops == ["find_session"]
+    finally:
+        app.db.dispose()
 
 
 @sessions.require
@@ -193,6 +265,21 @@ def test_a_wrap_middleware_sees_the_user_before_the_router(tmp_path: Path) -> No
     sessions.revoke_user(app.db, "7")
     assert get(app, "/", session, app.origin).text == "-"
     assert seen == ["7", None]
+
+
+def test_behind_a_wrap_a_signed_in_sync_request_on_sqlite_makes_one_thread_hop(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """The row is read on the event loop before the app's middleware, and ``handle`` runs
+    in the one worker-thread hop; a revoked session is refused on the very next request."""
+    app = rastrillo.handler(make_options(tmp_path, wrap=lambda inner: inner))
+    session = sessions.create_session(app.db, "7")
+    hops.clear()
+    assert get(app, "/private", session, app.origin).text == "private for 7"
+    assert hops == ["_checked_handle"]
+    sessions.revoke_user(app.db, "7")
+    assert get(app, "/private", session, app.origin).status_code == 303
+    assert hops == ["_checked_handle", "_checked_handle"]  # @require sends it to sign in
 
 
 @pytest.mark.parametrize("presented", ["not a session id\n", "A" * 43, "A" * 5000])

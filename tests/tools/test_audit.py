@@ -17,8 +17,10 @@ import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 import rastrillo
 from rastrillo import storage, threads
@@ -26,7 +28,7 @@ from rastrillo.cli.main import main
 from rastrillo.context import TOOL_CALL_SCOPE_KEY
 from rastrillo.errors import written
 from rastrillo.loader import load_options
-from rastrillo.registry.declare import ToolDef
+from rastrillo.registry.declare import ToolDef, tool_id
 from rastrillo.routing import Route
 from rastrillo.storage import hooks
 from rastrillo.testing import TestApp
@@ -174,51 +176,84 @@ def test_an_approved_write_is_on_disk_before_dispatch_returns(f):
     assert rows == [(303, "3")]
 
 
-def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path):
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path, kind):
     """The row, with who approved it, is written in the transaction that uses the
     approval: a process that ends inside ``handle`` (killed, out of memory) leaves the
-    write recorded, its outcome not."""
-    database = tmp_path / "app.db"
+    write recorded, its outcome not. A sync handle's approval is used in its own thread,
+    an async one's in a hop of dispatch's before the request is sent."""
     seen_in_handle: list[tuple] = []
 
-    @rastrillo.sessions.require
-    def cancel(ctx: rastrillo.Context):
-        with contextlib.closing(sqlite3.connect(database)) as other:
+    def look() -> None:
+        with contextlib.closing(sqlite3.connect(tmp_path / "app.db")) as other:
             seen_in_handle.extend(
                 other.execute(
                     "SELECT tool, user_id, approved_by, status FROM rastrillo_audit"
                     " WHERE call_id = 'early-1'"
                 )
             )
+
+    @rastrillo.sessions.require
+    def sync_cancel(ctx: rastrillo.Context):
+        look()
         return ctx.text(f"cancelled {ctx.params['id']}")
 
-    defn = ToolDef(
-        id="orders_id_cancel_post",
-        method="POST",
-        path="/orders/{id}/cancel",
-        description="Cancel an order",
-        access=rastrillo.ToolWrite,
-        args={"id": "string"},
-        confirm="Cancel order {id}?",
-    )
-    app = rastrillo.handler(
-        rastrillo.Options(
-            app_dir=tmp_path,
-            db=str(database),
-            routes=[Route("POST", defn.path, "cancel", cancel)],
-            tools=[defn],
-        )
-    )
+    @rastrillo.sessions.require
+    async def async_cancel(ctx: rastrillo.Context):
+        look()
+        return ctx.text(f"cancelled {ctx.params['id']}")
+
+    cancel = sync_cancel if kind == "sync" else async_cancel
+    app = _write_app(tmp_path, "/orders/{id}/cancel", cancel, "id")
     session = rastrillo.sessions.create_session(app.db, "3")
-    call = Call(tool=defn.id, args={"id": "7"}, actor=AGENT, session=session, call_id="early-1")
-    with pytest.raises(ConfirmRequired) as info:
-        run(app, call)
-    consent.decide(app.db, "3", info.value.approval_id, True)
-    approved = dataclasses.replace(call, approval=info.value.approval_id)
+    call = Call(
+        tool="orders_id_cancel_post",
+        args={"id": "7"},
+        actor=AGENT,
+        session=session,
+        call_id="early-1",
+    )
+    approved = _approved(app, call)
     assert run(app, approved).text == "cancelled 7"
     assert seen_in_handle == [("orders_id_cancel_post", "3", "3", None)]
     [row, _] = audit.latest(app.db, limit=2)
     assert (row.call_id, row.status, row.approved_by) == ("early-1", 200, "3")
+    app.db.dispose()
+
+
+def test_a_redemption_that_fails_to_commit_costs_no_other_calls_row(tmp_path, monkeypatch):
+    """The row an approved write inserts is rolled back with its approval's use when the
+    transaction fails: the failed call's own row is appended anew, and its outcome is never
+    written to the rolled-back row's id, which SQLite gives the next row (here the same
+    write, run again under its still-unused approval, answering 200)."""
+    ran: list[str] = []
+
+    def cancel(ctx: rastrillo.Context):
+        ran.append(ctx.params["id"])
+        return ctx.text("cancelled")
+
+    app = _write_app(tmp_path, "/orders/{id}/cancel", cancel, "id")
+    session = rastrillo.sessions.create_session(app.db, "3")
+    call = Call(tool="orders_id_cancel_post", args={"id": "7"}, actor=AGENT, session=session)
+    approved = _approved(app, call)
+    real_begin = audit.begin
+
+    def begin_then_fail(tx, entry, now):
+        real_begin(tx, entry, now)
+        raise sqlite3.OperationalError("disk I/O error")  # so the commit never happens
+
+    monkeypatch.setattr(audit, "begin", begin_then_fail)
+    with pytest.raises(OperationalError, match="disk I/O error"):  # the driver's, as SQLAlchemy's
+        run(app, dataclasses.replace(approved, call_id="failed"))
+    monkeypatch.undo()
+    assert ran == []
+    audit.flush(app.db)  # the failed call's row, a row of its own
+    assert run(app, dataclasses.replace(approved, call_id="ran")).text == "cancelled"
+    audit.flush(app.db)
+    rows = {row.call_id: row for row in audit.latest(app.db, limit=10)}
+    assert (rows["ran"].status, rows["ran"].approved_by) == (200, "3")
+    assert (rows["failed"].status, rows["failed"].approved_by) == (None, None)
+    assert ran == ["7"]
     app.db.dispose()
 
 
@@ -302,29 +337,10 @@ def test_an_approved_write_to_an_async_handle_is_checked_before_it(tmp_path, mon
         ran.append((ctx.user_id, ctx.actor.approval.approved_by if ctx.actor.approval else None))
         return ctx.text("refunded", status=201)
 
-    defn = ToolDef(
-        id="refunds_post",
-        method="POST",
-        path="/refunds",
-        description="refund",
-        access=rastrillo.ToolWrite,
-        args={"order": "the order"},
-        confirm="Refund order {order}?",
-    )
-    app = rastrillo.handler(
-        rastrillo.Options(
-            app_dir=tmp_path,
-            db=str(tmp_path / "app.db"),
-            routes=[Route("POST", "/refunds", "refund", refund)],
-            tools=[defn],
-        )
-    )
+    app = _write_app(tmp_path, "/refunds", refund, "order")
     session = rastrillo.sessions.create_session(app.db, "3")
     call = Call(tool="refunds_post", args={"order": "8"}, actor=AGENT, session=session)
-    with pytest.raises(ConfirmRequired) as info:
-        run(app, call)
-    consent.decide(app.db, "3", info.value.approval_id, True)
-    approved = dataclasses.replace(call, approval=info.value.approval_id)
+    approved = _approved(app, call)
     hops = _count_hops(monkeypatch)
     assert run(app, approved).status == 201
     assert hops == ["checked", "record"]
@@ -332,6 +348,35 @@ def test_an_approved_write_to_an_async_handle_is_checked_before_it(tmp_path, mon
     with pytest.raises(ApprovalInvalid):
         run(app, approved)
     assert ran == [("3", "3")]
+
+
+def _write_app(tmp_path: Path, path: str, handle: Callable[..., Any], arg: str) -> rastrillo.App:
+    """An app on ``tmp_path``'s app.db whose one route, ``POST path``, is a write tool
+    taking the one arg ``arg``."""
+    defn = ToolDef(
+        id=tool_id("POST", path),
+        method="POST",
+        path=path,
+        description=f"POST {path}",
+        access=rastrillo.ToolWrite,
+        args={arg: "string"},
+        confirm=f"Write {{{arg}}}?",
+    )
+    options = rastrillo.Options(
+        app_dir=tmp_path,
+        db=str(tmp_path / "app.db"),
+        routes=[Route("POST", path, "write", handle)],
+        tools=[defn],
+    )
+    return rastrillo.handler(options)
+
+
+def _approved(app: rastrillo.App, call: Call, user_id: str = "3") -> Call:
+    """``call`` proposed, approved by ``user_id``, and given its approval."""
+    with pytest.raises(ConfirmRequired) as info:
+        run(app, call)
+    consent.decide(app.db, user_id, info.value.approval_id, True)
+    return dataclasses.replace(call, approval=info.value.approval_id)
 
 
 def _count_hops(monkeypatch) -> list[str]:

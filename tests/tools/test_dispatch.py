@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 import rastrillo
+from rastrillo import threads
 from rastrillo.registry.declare import ToolDef
 from rastrillo.tools import (
     BadActor,
@@ -187,6 +188,27 @@ def test_an_actor_never_acts_in_another_users_session(f):
         call(f, "me_get", actor=someone_else, session=session)
     same = rastrillo.Actor(human=False, name="concierge", user_id="3")
     assert call(f, "me_get", actor=same, session=session).json()["user"] == "3"
+
+
+def test_a_read_naming_its_user_is_checked_with_no_thread_hop_of_its_own(f, monkeypatch):
+    """The claimed user's session is read before the app runs, on SQLite on the event loop:
+    the read still crosses to a worker thread once, for its sync ``handle``."""
+    session = f.session("3")
+    hops: list[str] = []
+    real = threads.in_thread
+
+    async def counted(func, *args):
+        hops.append(getattr(func, "__name__", None) or func.func.__name__)
+        return await real(func, *args)
+
+    monkeypatch.setattr(threads, "in_thread", counted)
+    same = rastrillo.Actor(human=False, name="concierge", user_id="3")
+    assert call(f, "orders_id_get", {"id": "7"}, actor=same, session=session).text == "order 7"
+    assert hops == ["_checked_handle"]
+    someone_else = rastrillo.Actor(human=False, name="concierge", user_id="4")
+    with pytest.raises(BadActor, match="user 4"):
+        call(f, "orders_id_get", {"id": "7"}, actor=someone_else, session=session)
+    assert hops == ["_checked_handle"]
 
 
 def test_an_approval_cannot_ride_on_the_actor(f):
