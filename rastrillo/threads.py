@@ -75,6 +75,10 @@ class _Ended:
         exc: BaseException | None,
     ) -> None:
         """In a worker: ``call`` ended; settle it on ``loop``."""
+        if loop.is_closed():  # nobody is left to tell, and no wake-up will ever run
+            self.waking = False
+            self.calls.clear()
+            return
         self.calls.append((call, result, exc))
         # Cleared by the wake-up before it takes the calls: a call added while it is set is
         # still taken by that wake-up.
@@ -89,8 +93,13 @@ class _Ended:
     def _settle_all(self) -> None:
         self.waking = False
         calls = self.calls
-        while calls:
-            _settle(*calls.popleft())
+        try:
+            while calls:
+                _settle(*calls.popleft())
+        finally:
+            if calls and not self.waking:  # a settle raised: the others are settled still
+                self.waking = True
+                asyncio.get_running_loop().call_soon(self._settle_all)
 
 
 class _Worker:
@@ -196,6 +205,10 @@ def _settle(call: _Call, result: Any, exc: BaseException | None) -> None:
     if not call.outcome.cancelled():
         if exc is None:
             call.outcome.set_result(result)
+        elif isinstance(exc, StopIteration):  # which no future may carry (asyncio refuses it)
+            failed = RuntimeError(f"the call raised StopIteration: {exc!r}")
+            failed.__cause__ = exc
+            call.outcome.set_exception(failed)
         else:
             call.outcome.set_exception(exc)
     if call.ended is not None:

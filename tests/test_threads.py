@@ -160,6 +160,39 @@ def test_calls_that_end_before_the_loop_wakes_are_settled_in_one_wake_up() -> No
     assert asyncio.run(main()) == ([0, 1, 2, 3], 2)
 
 
+def test_a_call_raising_stop_iteration_fails_alone_and_its_batch_is_settled() -> None:
+    """A sync handle's ``next(...)`` over nothing raises StopIteration, which asyncio will
+    not put in a future: the caller gets a RuntimeError from it, and the calls that ended
+    in the same wake-up are settled all the same."""
+
+    async def main() -> list[object]:
+        loop = asyncio.get_running_loop()
+        finished = threads._Ended()
+        calls = [threads._Call(loop) for _ in range(4)]
+
+        def end_all() -> None:
+            finished.add(loop, calls[0], None, StopIteration("no such row"))
+            for n, call in enumerate(calls[1:], 1):
+                finished.add(loop, call, n, None)
+
+        ending = threading.Thread(target=end_all)
+        ending.start()
+        ending.join()  # all four end before the loop wakes
+        _, pending = await asyncio.wait([c.outcome for c in calls], timeout=10)
+        assert not pending
+        with pytest.raises(RuntimeError, match="StopIteration") as raised:
+            calls[0].outcome.result()
+        assert isinstance(raised.value.__cause__, StopIteration)
+        return [call.outcome.result() for call in calls[1:]]
+
+    assert asyncio.run(main()) == [1, 2, 3]
+
+
+def test_stop_iteration_in_a_handle_reaches_its_caller_as_a_runtime_error() -> None:
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        asyncio.run(in_thread(lambda: next(iter(()))))
+
+
 def test_a_call_ending_after_its_loop_closed_is_dropped() -> None:
     class Made:
         pass
@@ -174,3 +207,23 @@ def test_a_call_ending_after_its_loop_closed_is_dropped() -> None:
     del made
     assert kept() is None
     assert not call.outcome.done()
+
+
+def test_calls_ending_after_their_loop_closed_with_a_wake_up_pending_keep_nothing() -> None:
+    """A loop closed after a call's wake-up was scheduled never runs it: the calls ending
+    after that are not kept waiting for it (nor are the loop's futures, nor the loop)."""
+
+    class Made:
+        pass
+
+    loop = asyncio.new_event_loop()
+    finished = threads._Ended()
+    finished.add(loop, threads._Call(loop), None, None)  # a wake-up is scheduled
+    assert finished.waking
+    loop.close()  # before it ran
+    made = Made()
+    finished.add(loop, threads._Call(loop), made, None)
+    kept = weakref.ref(made)
+    del made
+    assert kept() is None
+    assert not finished.calls
