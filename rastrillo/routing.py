@@ -153,7 +153,7 @@ def _segment(part: str) -> str:
     name = part[1:-1]
     if not name:
         raise RouteFileError("empty parameter []: name it, as in [id]")
-    if not (name.isascii() and name.isidentifier()):  # [A-Za-z_][A-Za-z0-9_]*, without `re`
+    if not (name.isascii() and name.isidentifier()):  # [A-Za-z_][A-Za-z0-9_]*
         raise RouteFileError(f"bad parameter name [{name}]: use letters, digits and _")
     return "{" + name + "}"
 

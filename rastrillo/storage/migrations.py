@@ -26,6 +26,7 @@ from sqlalchemy import (
     Index,
     MetaData,
     Numeric,
+    Sequence,
     String,
     Table,
     inspect,
@@ -33,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import SchemaType, TypeEngine
 
 from rastrillo.clock import Clock
 from rastrillo.errors import ConfigError
@@ -233,7 +234,13 @@ def _create(tables: list[Table], conn: Connection) -> None:
 
     A listener's changes to a statement are compiled in, so one must change it alike for every
     database of a dialect, as ``grants.LIVE_NAME``'s do. tests/test_storage.py holds the
-    schema made here to what ``create_all`` makes, on SQLite and PostgreSQL."""
+    schema made here to what ``create_all`` makes, on SQLite and PostgreSQL. Tables with
+    what ``create_all`` makes in statements of their own (a sequence, a comment, a type
+    of its own such as an enum, a foreign key added after the tables) are made by
+    ``create_all`` itself (:func:`replayable`)."""
+    if not all(replayable(table) for table in tables):
+        METADATA.create_all(conn, tables=tables, checkfirst=False)
+        return
     METADATA.dispatch.before_create(METADATA, conn, tables=tables, checkfirst=False)
     for table in tables:
         table.dispatch.before_create(table, conn, checkfirst=False, _is_metadata_operation=True)
@@ -244,6 +251,23 @@ def _create(tables: list[Table], conn: Connection) -> None:
             index.dispatch.after_create(index, conn)
         table.dispatch.after_create(table, conn, checkfirst=False, _is_metadata_operation=True)
     METADATA.dispatch.after_create(METADATA, conn, tables=tables, checkfirst=False)
+
+
+def replayable(table: Table) -> bool:
+    """Whether ``create_all`` makes ``table`` with its CREATE TABLE and CREATE INDEX alone,
+    which :func:`_create` replays: no sequence, no comment, no column type that makes a
+    type of its own (an enum; a boolean's CHECK, if any, is part of CREATE TABLE), no
+    foreign key added by ALTER after the tables."""
+    return not (
+        table.comment is not None
+        or any(
+            column.comment is not None
+            or isinstance(column.default, Sequence)
+            or (isinstance(column.type, SchemaType) and not isinstance(column.type, Boolean))
+            for column in table.columns
+        )
+        or any(key.use_alter for key in table.foreign_key_constraints)
+    )
 
 
 def _compiled(target: Table | Index, dialect: Dialect) -> str:
