@@ -12,6 +12,7 @@ from rastrillo.lazy import on_first_use
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from rastrillo.context import ToolCallMarker
     from rastrillo.registry.confirm import confirm_sentence
     from rastrillo.registry.errors import (
         ApprovalInvalid,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
         UnknownTool,
     )
     from rastrillo.registry.schemas import FORMATS, schemas, schemas_json
-    from rastrillo.tools.calls import Call, Result, ToolCallMarker, dispatch, dispatch_sync
+    from rastrillo.tools.calls import Call, Result, dispatch, dispatch_sync
 
 __all__ = [
     "FORMATS",
@@ -60,7 +61,7 @@ _LAZY = {
     "MissingArg": _REGISTRY_ERRORS,
     "Result": _CALLS,
     "TooManyApprovals": _REGISTRY_ERRORS,
-    "ToolCallMarker": _CALLS,
+    "ToolCallMarker": "rastrillo.context",  # where it is defined: calls.py loads at the first call
     "ToolError": _REGISTRY_ERRORS,
     "UnknownArg": _REGISTRY_ERRORS,
     "UnknownTool": _REGISTRY_ERRORS,
