@@ -75,9 +75,12 @@ def scan_actions(
     return actions, sorted(set(problems))
 
 
-_LEAST_PER_PROCESS = 100
-"""Files each process reads at least: a fork, its results pickled and read back, and the
-child's exit cost about what reading ... files does."""
+_LEAST_PER_PROCESS = 200
+"""Files each process reads at least. A file takes about 0.6 M instructions to read; one
+sent back from a child costs 0.1 M more (pickled there, unpickled here), and forking,
+importing `pickle` and the child's exit about 30 M: with a CPU free, two processes gain
+from about 120 files, and with none (a busy machine) every file sent costs. From 400 the
+free CPU's gain is worth the busy machine's cost."""
 _BY_ROUTE = attrgetter("path", "method")
 _BY_SOURCE = attrgetter("source")
 

@@ -99,18 +99,20 @@ def test_a_parallel_read_gives_the_gen_and_problems_of_a_sequential_one(tmp_path
 
 
 def test_the_command_on_one_cpu_and_on_several_prints_and_writes_the_same(tmp_path):
-    """The whole command, deciding for itself: parallel where it may use two CPUs (an app
-    of 300 files is above the threshold), sequential when held to one."""
+    """The whole command, deciding for itself: parallel where it may use two CPUs (450
+    files are above the threshold), sequential when held to one; its forks are counted."""
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     if len(cpus) < 2:
         pytest.skip("needs two CPUs to compare with one")
     for make in (valid_app, broken_app):
-        app = make(tmp_path / make.__name__, 300)
+        app = make(tmp_path / make.__name__, 450)
         runs = []
         for allowed in (cpus, {min(cpus)}):
             code = (
-                f"import os, sys; os.sched_setaffinity(0, {allowed!r}); "
-                "from rastrillo.cli.main import main; sys.exit(main())"
+                f"import os, sys; os.sched_setaffinity(0, {allowed!r}); forks = []; "
+                "os.register_at_fork(after_in_parent=lambda: forks.append(1)); "
+                "from rastrillo.cli.main import main; status = main(); "
+                "print(len(forks), file=sys.stderr); sys.exit(status)"
             )
             command = [sys.executable, "-c", code, "generate", str(app)]
             run = subprocess.run(command, capture_output=True, text=True)
@@ -118,9 +120,11 @@ def test_the_command_on_one_cpu_and_on_several_prints_and_writes_the_same(tmp_pa
             files = {p.name: p.read_bytes() for p in sorted(gen.glob("*"))}
             for path in gen.glob("*"):
                 path.unlink()
-            runs.append((run.returncode, run.stdout, run.stderr, files))
-        assert runs[0] == runs[1]
-        assert "Traceback" not in runs[0][2]
+            *stderr, forks = run.stderr.splitlines()
+            runs.append((run.returncode, run.stdout, stderr, files, int(forks)))
+        assert runs[0][:4] == runs[1][:4]
+        assert (runs[0][4], runs[1][4]) == (min(len(cpus), 450 // 200) - 1, 0)
+        assert "Traceback" not in run.stderr
 
 
 def test_chunks_are_worked_in_children_and_joined_in_order():
