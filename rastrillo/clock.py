@@ -8,6 +8,14 @@ settable clock and moves all of them at once.
 one form instants take in the framework (stored by
 :class:`rastrillo.storage.Instant`). ``monotonic()`` is for measuring spans
 within one process: it never steps when the wall clock is set.
+
+Everything the framework keeps or decides by asks the clock: an expiry, a due
+instant, a row's time, a call's duration, a grace. A wait on something real
+(a thread's condition, a lock, a pooled connection's idleness, a child
+process) is bounded in real seconds, ``time.monotonic`` beside the primitive
+that waits: a fake clock could not wake it. Those are the audit writer's
+waits, the pool's ping after idleness, the workers' supervisor and the test
+server's join.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """Load an app's files by path: its ``app.py`` and ``OPTIONS``, and its action files.
 
 Action files are not importable by module name (``[id].GET.py``), and every
-app has an ``app.py`` and a ``gen`` package, so each file is loaded under a
-private, stable name derived from its absolute path (:func:`load_file`, the
-one loader). An app imports its registry as ``from gen import routes,
-tools``; so that several apps can be loaded into one process (an app and its
-admin app, or many apps in one test session), each app's ``gen`` is imported
-afresh while its ``app.py`` runs and whatever ``gen`` was loaded before is put
-back afterwards.
+app has an ``app.py``, so each file is loaded under a private, stable name
+derived from its absolute path (:func:`load_file`, the one loader).
+
+An app imports its own modules by their plain names: its registry as ``from
+gen import routes, tools``, a helper as ``import models``. So that several
+apps can be loaded into one process (an app and its admin app, or many apps in
+one test session), each app's own modules (the ``.py`` files and packages at
+the top of its folder, ``gen`` among them) are imported afresh while its
+``app.py`` runs, its actions included; whatever was loaded under those names
+before is put back afterwards. Where nothing was, the app's module stays, for
+code that imports it later.
 """
 
 from __future__ import annotations
@@ -71,13 +75,13 @@ def load_options(app_dir: Path) -> Options:
     """Execute ``app_dir/app.py`` (once per process) and return its ``OPTIONS``."""
     app_dir = app_dir.resolve()
     app_py = app_file(app_dir)
-    saved = _pop_gen()
+    saved = _pop_modules(_own_modules(app_dir))
     sys.path.insert(0, str(app_dir))
     try:
         module = load_file(app_py, "app")
     finally:
         sys.path.remove(str(app_dir))
-        _pop_gen()
+        _pop_modules({name.partition(".")[0] for name in saved})
         sys.modules.update(saved)
     options = getattr(module, "OPTIONS", None)
     if not isinstance(options, Options):
@@ -85,6 +89,19 @@ def load_options(app_dir: Path) -> Options:
     return options
 
 
-def _pop_gen() -> dict[str, ModuleType]:
-    names = [n for n in sys.modules if n == "gen" or n.startswith("gen.")]
-    return {n: sys.modules.pop(n) for n in names}
+def _own_modules(app_dir: Path) -> set[str]:
+    """The names of the modules an app's folder holds at its top: its ``.py`` files but
+    ``app.py`` (loaded under a name of its own) and its packages, ``gen`` among them."""
+    names = set()
+    for entry in app_dir.iterdir():
+        if entry.suffix == ".py" and entry.stem != "app":
+            names.add(entry.stem)
+        elif (entry / "__init__.py").is_file():
+            names.add(entry.name)
+    return {name for name in names if name.isidentifier()}
+
+
+def _pop_modules(roots: set[str]) -> dict[str, ModuleType]:
+    """Take the modules ``roots`` name, and their submodules, out of ``sys.modules``."""
+    names = [name for name in sys.modules if name.partition(".")[0] in roots]
+    return {name: sys.modules.pop(name) for name in names}

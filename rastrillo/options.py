@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from rastrillo import limits
+from rastrillo.awaitable import is_async_callable
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.drain import DEFAULT_DRAIN_TIMEOUT
 from rastrillo.errors import ConfigError, one_line_if_it_ends_the_script, refuse_unknown_fields
@@ -216,7 +217,10 @@ def _span(value: Any) -> bool:
     return isinstance(value, timedelta) and value > timedelta(0)
 
 
-_HOOK = (_optional(callable), "a function or None")
+_HOOK = (
+    _optional(lambda value: callable(value) and not is_async_callable(value)),
+    "a function (def, not async def: it is called, never awaited) or None",
+)
 _SECONDS = (_number(0, above=True), "a number of seconds above 0")
 _DURATION = (_span, "a datetime.timedelta longer than zero")
 _YES_NO = (_flag, "True or False")

@@ -18,6 +18,15 @@ from tests.support import write_app
 RASTRILLO = str(Path(sys.executable).parent / "rastrillo")
 
 
+async def _seed_async(db: object) -> None: ...
+
+
+async def _wrap_async(app: object) -> object: ...
+
+
+_HOOK = "a function (def, not async def: it is called, never awaited) or None"
+
+
 @pytest.mark.parametrize(
     ("setting", "value", "wanted"),
     [
@@ -37,7 +46,9 @@ RASTRILLO = str(Path(sys.executable).parent / "rastrillo")
         ("tools", "orders_get", "a list of tools, usually gen.tools()"),
         ("app_dir", ".", "a pathlib.Path"),
         ("sign_in_path", "signin", "a path on this site, starting with /"),
-        ("setup", "seed", "a function or None"),
+        ("setup", "seed", _HOOK),
+        ("setup", _seed_async, _HOOK),  # never awaited: nothing would be seeded
+        ("wrap", _wrap_async, _HOOK),  # called with the app, never awaited
     ],
 )
 def test_a_setting_of_the_wrong_kind_is_refused_naming_what_it_takes(setting, value, wanted):

@@ -20,7 +20,6 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -29,7 +28,6 @@ from sqlalchemy import (
     Connection,
     Float,
     Index,
-    Row,
     String,
     Table,
     bindparam,
@@ -184,12 +182,10 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
     serving HTTP forgets it. Only such a lookup finds an ``agent_only`` session: for
     any other it is no session, left untouched, and logged.
     """
-    digest = secret_digest(session_id)
-    t = db.clock.now()
-    row = _usable_row(db, digest, tool_call)
-    if row is None:
+    looked = _looked_up(db, session_id, tool_call)
+    if looked is None:
         return None
-    alive, touch = _verdict(t, row.expires, row.idle_seconds, row.idle_expires)
+    digest, user_id, alive, touch = looked
     if not alive:
         delete_session(db, session_id)
         return None
@@ -198,7 +194,7 @@ def find_session(db: Database, session_id: str, *, tool_call: bool) -> Session |
             conn.execute(
                 update(sessions_table).where(_with_digest(digest)).values(idle_expires=touch)
             )
-    return Session(session_id, row.user_id)
+    return Session(session_id, user_id)
 
 
 def peek_session(db: Database, session_id: str, *, tool_call: bool) -> tuple[bool, Session | None]:
@@ -208,14 +204,13 @@ def peek_session(db: Database, session_id: str, *, tool_call: bool) -> tuple[boo
 
     One read, no write: where ``Database.reads_without_waiting``, it may run on the event
     loop."""
-    digest = secret_digest(session_id)
-    row = _usable_row(db, digest, tool_call)
-    if row is None:
+    looked = _looked_up(db, session_id, tool_call)
+    if looked is None:
         return True, None
-    alive, touch = _verdict(db.clock.now(), row.expires, row.idle_seconds, row.idle_expires)
+    _, user_id, alive, touch = looked
     if not alive or touch is not None:
         return False, None
-    return True, Session(session_id, row.user_id)
+    return True, Session(session_id, user_id)
 
 
 async def find_session_from_loop(
@@ -236,14 +231,21 @@ async def find_session_from_loop(
     )
 
 
-def _usable_row(db: Database, digest: str, tool_call: bool) -> Row[Any] | None:
-    """The session's row; None when there is none, or it is an agent's presented outside a
-    tool call (logged: its id leaked)."""
+def _looked_up(
+    db: Database, session_id: str, tool_call: bool
+) -> tuple[str, str, bool, datetime | None] | None:
+    """The session's digest, its user, whether it is alive now, and the idle expiry to set
+    when moving it is due; None when there is no row, or it is an agent's presented
+    outside a tool call (logged: its id leaked). One read, no write."""
+    digest = secret_digest(session_id)
     row = db.query_one(_FIND, digest=digest)
-    if row is not None and row.agent_only and not tool_call:
+    if row is None:
+        return None
+    if row.agent_only and not tool_call:
         _presented_outside(db, digest, row.user_id)
         return None
-    return row
+    alive, touch = _verdict(db.clock.now(), row.expires, row.idle_seconds, row.idle_expires)
+    return digest, row.user_id, alive, touch
 
 
 _PRESENTED = Repeats()

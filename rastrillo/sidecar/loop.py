@@ -10,8 +10,9 @@ What follows a pass is decided by `rastrillo.sidecar.planner`; this module
 runs the plan. Sleeps are taken in chunks of at most a minute, the clocks
 read again after each, so a clock step or a suspend never oversleeps by more
 than one chunk. The clock (the database's, unless given) and the sleeper are
-injected, which is how the schedule is tested to the second without waiting
-for it.
+injected, and every wait of the loop (the schedule, the lease's renewals, a
+stopping pass's grace, the release of the lease) is taken with them: that is
+how the loop is tested to the second without waiting for it.
 """
 
 from __future__ import annotations
@@ -165,11 +166,12 @@ def in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
 
     def body() -> None:
         try:
-            result = fn()
-        except BaseException as exc:
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, result, None)
+            result, exc = fn(), None
+        except BaseException as caught:
+            result, exc = None, caught
+        # A loop that stopped waiting may have closed (an abandoned pass): its outcome is moot.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, exc)
 
     threading.Thread(target=body, name="rastrillo-sidecar", daemon=True).start()
     return future
@@ -376,8 +378,10 @@ class SidecarLoop:
                 # Renew in time, and look again no later than the lease is surely ours.
                 renew_in = min(self._renew_every, self._surely_held_for())
                 await self.sleeper(max(0.0, renew_in), _woken_by(watched))
+            elif timeout is not None:  # the grace left, on the loop's clock
+                await self.sleeper(timeout, _woken_by(watched))
             else:
-                await asyncio.wait(watched, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
             for waiter in watched[1:]:
                 waiter.cancel()
             if done.done():
@@ -523,9 +527,7 @@ class SidecarLoop:
 
         releasing = asyncio.ensure_future(release())
         force = asyncio.ensure_future(self._force.wait())
-        await asyncio.wait(
-            {releasing, force}, timeout=self.shutdown_grace, return_when=asyncio.FIRST_COMPLETED
-        )
+        await self.sleeper(self.shutdown_grace, _woken_by([releasing, force]))
         force.cancel()
         if not releasing.done():
             releasing.cancel()

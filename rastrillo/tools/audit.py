@@ -27,7 +27,6 @@ import itertools
 import json
 import logging
 import secrets
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -155,7 +154,7 @@ def append(db: Database, entry: Entry, *, durable: bool = False) -> None:
     An entry :func:`begin` wrote has its outcome (status, duration) written.
     The entry is the row from now on: nothing may change it after this.
     """
-    entry.duration_ms = (time.perf_counter() - entry.started) * 1000
+    entry.duration_ms = entry.elapsed_ms()
     if entry.row_id is None:
         _stamp(entry, db.clock.now())
     if durable:
@@ -172,7 +171,7 @@ def begin(tx: DriverTransaction, entry: Entry, now: datetime) -> int:
     Returns the row's id, for the caller to set as ``entry.row_id`` once the transaction
     has committed, not before: a row rolled back has no id to write an outcome to (on
     SQLite the next row would take it)."""
-    entry.duration_ms = (time.perf_counter() - entry.started) * 1000
+    entry.duration_ms = entry.elapsed_ms()
     _stamp(entry, now)
     [(row_id,)] = tx.run(BEGUN, **dict(zip(COLUMNS, stored_row(entry), strict=True)))
     return int(row_id)

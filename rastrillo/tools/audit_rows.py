@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from datetime import datetime
 from typing import Any, Protocol
 
 from sqlalchemy import Column, Float, Integer, String, Table, Text, bindparam
 
 from rastrillo.actor import Actor, Approval
+from rastrillo.clock import Clock
 from rastrillo.errors import written
 from rastrillo.storage import METADATA, Instant, Prepared
 
@@ -90,7 +90,8 @@ class Entry:
     at: datetime
     duration_ms: float
 
-    def __init__(self, call: Called) -> None:
+    def __init__(self, call: Called, clock: Clock) -> None:
+        """``clock``: the one the call is timed on (its database's)."""
         self.call_id, self.tool, self.actor, self.client = (
             call.call_id,
             call.tool,
@@ -98,7 +99,12 @@ class Entry:
             call.client,
         )
         self.args: Any = call.args
-        self.started = time.perf_counter()
+        self.clock = clock
+        self.started = clock.monotonic()
+
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the call started."""
+        return (self.clock.monotonic() - self.started) * 1000
 
 
 ARG_TEXT_KEPT = 4096

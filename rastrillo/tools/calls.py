@@ -161,7 +161,7 @@ async def dispatch(
     else:
         registry, call = _registry_and_call(app, defs, call)
     # Whatever the call holds is recorded as it is (audit makes every text storable).
-    entry = audit.Entry(call)
+    entry = audit.Entry(call, app.db.clock)
     write = None
     try:
         plan, values, texts = _check_call(registry, call)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -161,3 +162,55 @@ def test_two_processes_agree_on_the_lease_clock(db: Database) -> None:
     clock = db.query_one("SELECT clock FROM rastrillo_sidecar_lease").clock
     assert clock in (f"boot:{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}", "wall")
     assert not b.hold()  # the same clock name: b waits, never takes it as a stranger's
+
+
+class _StuckRelease(Lease):
+    """A lease whose release never reaches the database (until ``unstick``), and says when
+    it has started waiting."""
+
+    def __init__(self, db: Database, aio: asyncio.AbstractEventLoop) -> None:
+        super().__init__(db, ttl=60)
+        self.aio = aio
+        self.stuck = asyncio.Event()
+        self.unstick = threading.Event()
+
+    def release(self) -> None:
+        self.aio.call_soon_threadsafe(self.stuck.set)
+        self.unstick.wait(10)  # real seconds: only so that a failing run ends
+
+
+def test_a_release_that_never_answers_is_given_up_once_the_grace_passes_on_the_loops_clock(
+    db: Database, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop gives the lease up within the shutdown grace, measured and waited on the loop's
+    clock and sleeper: a fake clock ends it, with no real second waited."""
+    slept: list[float] = []
+
+    async def main() -> int:
+        aio = asyncio.get_running_loop()
+        lease = _StuckRelease(db, aio)
+
+        def one_pass(ctx: PassContext) -> None:
+            aio.call_soon_threadsafe(loop.request_stop)
+
+        async def sleep(seconds: float, wake: asyncio.Event) -> None:
+            # Time stands still until the release is stuck in the database (the pass returns
+            # at once), then moves on by what the loop asks.
+            stuck = asyncio.ensure_future(lease.stuck.wait())
+            woken = asyncio.ensure_future(wake.wait())
+            await asyncio.wait({stuck, woken}, return_when=asyncio.FIRST_COMPLETED)
+            stuck.cancel()
+            woken.cancel()
+            if not wake.is_set():
+                slept.append(seconds)
+                clock.advance(seconds)
+
+        loop = SidecarLoop(one_pass, db=db, lease=lease, clock=clock, sleeper=sleep)
+        try:
+            return await loop.run(handle_signals=False)
+        finally:
+            lease.unstick.set()
+
+    assert asyncio.run(main()) == 0
+    assert slept == [15.0]
+    assert "the lease was not released (15 s passed)" in caplog.text

@@ -83,6 +83,7 @@ class Race:
         self.script = script
         self.passes_return = passes_return
         self.passes: list[tuple[float, bool]] = []
+        self.running: PassContext | None = None
 
     def held_now(self) -> bool:
         row = self.db.query_one(f"SELECT holder, expires_at FROM {lease_table.name}")
@@ -93,21 +94,32 @@ class Race:
 
     async def sleep(self, seconds: float, wake: asyncio.Event) -> None:
         holding = self.loop._holding  # the hold in flight: time stands still until it settles
-        if holding is not None and not holding.done():
+        pass_running = wake is not self.loop._stop
+        if pass_running and self.told_to_stop():
+            await wake.wait()  # it returns with no time passing
+        elif holding is not None and not holding.done():
             hangs = asyncio.ensure_future(self.lease.hanging.wait())
             await asyncio.wait({holding, hangs}, return_when=asyncio.FIRST_COMPLETED)
             hangs.cancel()
-        elif self.passes_return and wake is not self.loop._stop:  # a pass is running
+        elif pass_running and self.passes_return:
             await wake.wait()
         if not wake.is_set():
             self.clock.advance(seconds)
 
+    def told_to_stop(self) -> bool:
+        """Whether the pass running was told to stop (it then returns at once)."""
+        return self.running is not None and self.running.stopping.is_set()
+
     def run(self, pass_fn: Callable[[PassContext], datetime | None]) -> int:
+        def tracked(ctx: PassContext) -> datetime | None:
+            self.running = ctx
+            return pass_fn(ctx)
+
         async def main() -> int:
             self.aio = asyncio.get_running_loop()
             self.lease = ScriptedLease(self.db, self.clock, self.script)
             self.loop = SidecarLoop(
-                pass_fn,
+                tracked,
                 db=self.db,
                 lease=self.lease,
                 clock=self.clock,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from rastrillo.sidecar import PassContext, SidecarLoop
+from rastrillo.sidecar.loop import EXIT_ABANDONED
 from rastrillo.sidecar.planner import backoff, next_due_from
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -60,6 +62,9 @@ class Run:
         return step(self.clock) if callable(step) else step
 
     async def sleep(self, seconds: float, wake: asyncio.Event) -> None:
+        if wake is not self.loop._stop:  # a pass's grace: the pass returns with no time passing
+            await wake.wait()
+            return
         self.sleeps.append(seconds)
         self.clock.mono += seconds
         if self.on_sleep is not None:
@@ -254,3 +259,35 @@ def test_one_log_line_per_pass_with_stable_keys(caplog: pytest.LogCaptureFixture
     assert "consecutive_failures=2 retry_in_s=2.000" in fail2
     assert "RuntimeError: db down" in fail2
     assert "next_due=none sleep_s=60.000" in last
+
+
+def test_a_pass_that_ignores_the_stop_is_abandoned_once_the_grace_passes_on_the_loops_clock(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The grace is measured and waited on the loop's clock and sleeper, as every other wait
+    of the loop is: a fake clock ends it, with no real second waited."""
+    clock = FakeClock()
+    released = threading.Event()
+    slept: list[float] = []
+
+    async def sleep(seconds: float, wake: asyncio.Event) -> None:
+        slept.append(seconds)
+        clock.mono += seconds
+
+    async def main() -> int:
+        aio = asyncio.get_running_loop()
+
+        def stubborn(ctx: PassContext) -> None:
+            aio.call_soon_threadsafe(loop.request_stop)
+            released.wait(10)  # never looks at ctx.stopping (10 real seconds: a failing run ends)
+
+        loop = SidecarLoop(stubborn, clock=clock, sleeper=sleep, shutdown_grace=7.5)
+        return await loop.run(handle_signals=False)
+
+    caplog.set_level(logging.ERROR, "rastrillo.sidecar")
+    try:
+        assert asyncio.run(main()) == EXIT_ABANDONED
+    finally:
+        released.set()
+    assert slept == [7.5]
+    assert "outcome=abandoned duration_ms=7500: it did not stop within 7.5 s" in caplog.text

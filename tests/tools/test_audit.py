@@ -31,7 +31,7 @@ from rastrillo.loader import load_options
 from rastrillo.registry.declare import ToolDef, tool_id
 from rastrillo.routing import Route
 from rastrillo.storage import hooks
-from rastrillo.testing import TestApp
+from rastrillo.testing import ManualClock, TestApp
 from rastrillo.tools import (
     ApprovalInvalid,
     Call,
@@ -990,3 +990,25 @@ def test_the_end_of_an_apps_lifespan_writes_its_queued_rows(tmp_path, monkeypatc
         assert app.agent("concierge", user_id=1).call("orders_get").status == 200
     with sqlite3.connect(tmp_path / "test.db") as db:
         assert db.execute("SELECT tool FROM rastrillo_audit").fetchall() == [("orders_get",)]
+
+
+def test_a_calls_duration_is_measured_on_the_apps_clock(tmp_path):
+    """The row's duration is read from the clock the app was given, as every time the
+    framework keeps is: a fake clock moved by 2.5 s while the call runs makes it 2500 ms."""
+    clock = ManualClock()
+
+    def taking_two_and_a_half_seconds(app):
+        async def timed(scope, receive, send):
+            clock.advance(2.5)
+            await app(scope, receive, send)
+
+        return timed
+
+    f = build(tmp_path, clock=clock, wrap=taking_two_and_a_half_seconds)
+    call = Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, call_id="timed")
+    assert run(f.app, f.defs, call).status == 200
+    audit.flush(f.app.db)
+    assert f.app.db.query("SELECT duration_ms FROM rastrillo_audit WHERE call_id = 'timed'") == [
+        (2500.0,)
+    ]
+    f.app.db.dispose()

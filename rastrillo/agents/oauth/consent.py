@@ -113,10 +113,9 @@ def pending(db: Database, request_id: str) -> PendingAuthorization | None:
         .where(authorizations_table.c.id == request_id)
     )
     with db.read() as conn:
-        row = conn.execute(query).first()
-    if row is None:
+        m = conn.execute(query).mappings().first()
+    if m is None:
         return None
-    m = row._mapping
     if m["decided_at"] is not None or m["expires_at"] <= db.clock.now():
         return None
     client = OAuthClientInformationFull.model_validate_json(m["info"])
@@ -198,4 +197,4 @@ def _decide(
         ).rowcount
         if not done:
             raise AuthorizationGone(request_id)
-        return conn.execute(select(table).where(table.c.id == request_id)).one()._mapping
+        return conn.execute(select(table).where(table.c.id == request_id)).mappings().one()
