@@ -38,6 +38,7 @@ from rastrillo.agents import MCP_PATH
 from rastrillo.agents.endpoints import PATHS as AGENT_PATHS
 from rastrillo.agents.endpoints import AgentEndpoints, Built
 from rastrillo.availability import UnavailableMiddleware, readiness, retryable, unavailable
+from rastrillo.awaitable import refuse_awaitable
 from rastrillo.context import (
     TOOL_CALL_SCOPE_KEY,
     USER_SCOPE_KEY,
@@ -132,6 +133,7 @@ class App:
         inner: ASGIApp = self._route
         if options.wrap is not None:
             inner = options.wrap(inner)
+            refuse_awaitable(inner, "Options.wrap")
         # With no middleware of the app's between, the router checks the session itself,
         # in the worker thread a sync handle runs in (one thread hop a request).
         inner = sessions.SessionMiddleware(

@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Callable
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -75,13 +77,20 @@ def load_options(app_dir: Path) -> Options:
     """Execute ``app_dir/app.py`` (once per process) and return its ``OPTIONS``."""
     app_dir = app_dir.resolve()
     app_py = app_file(app_dir)
-    saved = _pop_modules(_own_modules(app_dir))
+    own = _own_modules(app_dir)
+    # Another app's modules of the same names step aside while this app loads; a module
+    # from anywhere else (the standard library's, or this app's own, imported before) stays.
+    saved = _pop_modules(own, lambda folder: folder != app_dir and _is_app_folder(folder))
     sys.path.insert(0, str(app_dir))
+    _LOADING.append(app_dir)
     try:
         module = load_file(app_py, "app")
     finally:
+        _LOADING.pop()
         sys.path.remove(str(app_dir))
-        _pop_modules({name.partition(".")[0] for name in saved})
+        # Loaded from another app's app.py: that app's names must find its own modules.
+        mine = own if _LOADING else {name.partition(".")[0] for name in saved}
+        _pop_modules(mine, lambda folder: folder == app_dir)
         sys.modules.update(saved)
     options = getattr(module, "OPTIONS", None)
     if not isinstance(options, Options):
@@ -89,19 +98,52 @@ def load_options(app_dir: Path) -> Options:
     return options
 
 
+_LOADING: list[Path] = []
+"""The apps whose ``app.py`` runs now: more than one when an app loads another."""
+
+
 def _own_modules(app_dir: Path) -> set[str]:
-    """The names of the modules an app's folder holds at its top: its ``.py`` files but
-    ``app.py`` (loaded under a name of its own) and its packages, ``gen`` among them."""
+    """The names of the modules an app's folder holds at its top: its Python files (but
+    ``app.py``, loaded under a name of its own) and its folders, ``gen`` among them."""
     names = set()
     for entry in app_dir.iterdir():
-        if entry.suffix == ".py" and entry.stem != "app":
-            names.add(entry.stem)
-        elif (entry / "__init__.py").is_file():
+        if entry.is_dir():
             names.add(entry.name)
+        elif entry.suffix == ".py":
+            names.add(entry.stem)
+        elif entry.name.endswith(tuple(EXTENSION_SUFFIXES)):
+            names.add(entry.name.partition(".")[0])
+    names.discard("app")
     return {name for name in names if name.isidentifier()}
 
 
-def _pop_modules(roots: set[str]) -> dict[str, ModuleType]:
-    """Take the modules ``roots`` name, and their submodules, out of ``sys.modules``."""
-    names = [name for name in sys.modules if name.partition(".")[0] in roots]
+def _is_app_folder(folder: Path | None) -> bool:
+    """Whether a module's folder is an app's (it holds an ``app.py``); a module made in
+    memory (no folder) is taken for one."""
+    return folder is None or (folder / "app.py").is_file()
+
+
+def _folder(name: str, module: ModuleType) -> Path | None:
+    """The folder the top-level package of module ``name`` was imported from (None: not
+    from a folder)."""
+    depth = name.count(".")
+    file = getattr(module, "__file__", None)
+    spots = [file] if file is not None else list(getattr(module, "__path__", ()))
+    if not spots:
+        return None
+    path = Path(spots[0])
+    up = depth + (file is not None and path.stem == "__init__")
+    return path.parents[up] if up < len(path.parents) else None
+
+
+def _pop_modules(
+    roots: set[str], from_folder: Callable[[Path | None], bool]
+) -> dict[str, ModuleType]:
+    """Take the modules under ``roots`` that were imported from a folder ``from_folder``
+    accepts out of ``sys.modules``."""
+    names = [
+        name
+        for name, module in list(sys.modules.items())
+        if name.partition(".")[0] in roots and from_folder(_folder(name, module))
+    ]
     return {name: sys.modules.pop(name) for name in names}

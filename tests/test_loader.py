@@ -26,6 +26,29 @@ ADMIN = load_options(Path(__file__).resolve().parent / "admin")
 """
 
 
+NAMED_BY_HELPERS = {
+    "index.GET.py": "import helpers\n\ndef handle(ctx):\n    return ctx.text(helpers.NAME)\n"
+}
+LOADS_ADMIN_FIRST = """\
+from pathlib import Path
+
+import rastrillo
+from rastrillo.loader import load_options
+
+ADMIN = load_options(Path(__file__).resolve().parent / "admin")
+
+from gen import routes, tools
+
+OPTIONS = rastrillo.Options(app_dir=Path(__file__).resolve().parent, routes=routes(), tools=tools())
+"""
+
+
+def served(options: rastrillo.Options, db: Path) -> str:
+    app = rastrillo.App(dataclasses.replace(options, db=str(db)))
+    with TestClient(app) as client:
+        return client.get("/").text
+
+
 def paths(options: rastrillo.Options) -> list[str]:
     return [route.path for route in options.routes]
 
@@ -68,13 +91,10 @@ def test_two_apps_with_a_module_of_the_same_name_each_import_their_own(tmp_path:
     """An app's own modules are imported afresh for it, as its gen is: the second app's
     ``import helpers`` is its own file, not the first app's module of that name, which is
     put back for code that imports it later."""
-    uses_helpers = {
-        "index.GET.py": "import helpers\n\ndef handle(ctx):\n    return ctx.text(helpers.NAME)\n"
-    }
     apps = {}
     for name in ("shop", "admin"):
         app_dir = write_app(
-            tmp_path / name, uses_helpers, files={"helpers.py": f"NAME = {name!r}\n"}
+            tmp_path / name, NAMED_BY_HELPERS, files={"helpers.py": f"NAME = {name!r}\n"}
         )
         apps[name] = load_options(app_dir)
     first = sys.modules.pop("helpers")
@@ -83,6 +103,67 @@ def test_two_apps_with_a_module_of_the_same_name_each_import_their_own(tmp_path:
         app = rastrillo.App(dataclasses.replace(options, db=str(tmp_path / f"{name}.db")))
         with TestClient(app) as client:
             assert client.get("/").text == name
+
+
+def test_an_app_that_loads_its_admin_app_first_still_imports_its_own_modules(
+    tmp_path: Path,
+) -> None:
+    """The admin's gen and helpers, loaded from the shop's app.py before the shop imports
+    its own, are not what the shop then gets."""
+    write_app(
+        tmp_path / "shop" / "admin",
+        {**ADMIN, **NAMED_BY_HELPERS},
+        files={"helpers.py": "NAME = 'admin'\n"},
+    )
+    shop_dir = write_app(
+        tmp_path / "shop", NAMED_BY_HELPERS, files={"helpers.py": "NAME = 'shop'\n"}
+    )
+    (shop_dir / "app.py").write_text(LOADS_ADMIN_FIRST)
+    shop = load_options(shop_dir)
+    admin = load_file(shop_dir / "app.py", "app").ADMIN
+    assert (paths(shop), paths(admin)) == (["/"], ["/", "/users"])
+    assert served(shop, tmp_path / "s.db") == "shop"
+    assert served(admin, tmp_path / "a.db") == "admin"
+
+
+def test_an_apps_module_imported_before_the_app_is_loaded_is_the_one_it_uses(
+    tmp_path: Path,
+) -> None:
+    """A test that imports the app's own module first (to look into it, or patch it) and then
+    loads the app shares that module with it: no second copy."""
+    app_dir = write_app(
+        tmp_path / "shop",
+        {
+            "index.GET.py": "import mailer\n\n"
+            "def handle(ctx):\n    mailer.OUTBOX.append('sent')\n    return ctx.text('ok')\n"
+        },
+        files={"mailer.py": "OUTBOX = []\n"},
+    )
+    sys.path.insert(0, str(app_dir))
+    try:
+        import mailer  # type: ignore[import-not-found]
+
+        assert served(load_options(app_dir), tmp_path / "s.db") == "ok"
+        assert mailer.OUTBOX == ["sent"]
+    finally:
+        sys.path.remove(str(app_dir))
+        del sys.modules["mailer"]
+
+
+def test_a_file_named_like_a_standard_module_leaves_that_module_alone(tmp_path: Path) -> None:
+    """An app folder holding an ``email.py`` (a stray script) does not take the standard
+    library's ``email`` away while it loads: an action importing ``smtplib`` still loads."""
+    stdlib_email = sys.modules["email"]
+    app_dir = write_app(
+        tmp_path / "shop",
+        {
+            "index.GET.py": "import smtplib\n\n"
+            "def handle(ctx):\n    return ctx.text(smtplib.__name__)\n"
+        },
+        files={"email.py": "raise RuntimeError('the stray script ran')\n"},
+    )
+    assert served(load_options(app_dir), tmp_path / "s.db") == "smtplib"
+    assert sys.modules["email"] is stdlib_email
 
 
 def test_a_file_that_fails_to_load_is_not_kept(tmp_path: Path) -> None:

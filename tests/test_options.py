@@ -216,3 +216,17 @@ def test_a_program_that_imports_rastrillo_keeps_pythons_own_excepthook(tmp_path)
         "rastrillo.errors.UnknownField: program.py:9: rastrillo.Options has no field "
         "'aproval_ttl'; did you mean 'approval_ttl'?\n"
     )
+
+
+def test_a_hook_that_returns_an_awaitable_is_refused_as_it_is_called(tmp_path):
+    """A plain function around an ``async def`` passes the check where `Options` is made
+    (it sees only the function); what it returns is refused where it is called, not left
+    never awaited, its seeding or wrapping silently not done."""
+    with pytest.raises(ConfigError) as refused:
+        rastrillo.handler(Options(db=str(tmp_path / "a.db"), setup=lambda db: _seed_async(db)))
+    assert str(refused.value) == (
+        "Options.setup returned coroutine, which is never awaited:"
+        " make it a plain function (def, not async def)"
+    )
+    with pytest.raises(ConfigError, match=r"^Options\.wrap returned coroutine, which is never"):
+        rastrillo.App(Options(db=str(tmp_path / "b.db"), wrap=lambda app: _wrap_async(app)))

@@ -72,7 +72,11 @@ PassFunction = Callable[[PassContext], PassResult | Awaitable[PassResult]]
 
 
 Sleeper = Callable[[float, asyncio.Event], Awaitable[None]]
-"""Sleep for the given seconds, or until the event is set, whichever is first."""
+"""Sleep for the given seconds, or until the event is set, whichever is first.
+
+Every wait of the loop is taken with it, a running pass's too (its event set as the pass
+ends): a fake sleeper that returns at once, moving a fake clock, says the seconds passed
+with the pass still running."""
 
 
 async def event_sleep(seconds: float, wake: asyncio.Event) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Engine, Executable, Row, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from rastrillo.awaitable import refuse_awaitable
 from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.errors import ConfigError
 from rastrillo.storage.driver import (
@@ -312,7 +313,7 @@ class Database:
             with self.startup_lock():
                 self.open(migrations_dir)
                 if setup is not None:
-                    setup(self)
+                    refuse_awaitable(setup(self), "Options.setup")
         except Exception as exc:
             if not is_unavailable(exc) or isinstance(exc, DatabaseUnavailable):
                 raise

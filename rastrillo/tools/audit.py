@@ -230,7 +230,8 @@ def flush(db: Database, timeout: float = 10.0) -> None:
 def shutdown(timeout: float = 30.0) -> None:
     """At interpreter exit: wait for every database's queued rows, then log, row by row,
     any that could still not be written. (A server's end calls it with no wait: its
-    lifespan's flush has already waited.)
+    lifespan's flush has already waited. Rows an earlier call logged are neither waited
+    for nor logged again.)
 
     A writer waiting out a database that cannot answer is not waited for: its rows are
     logged at once, where a platform's kill grace would end a longer wait with nothing

@@ -118,6 +118,8 @@ class Writer:
         self._batch: list[Entry] = []
         self._queued = 0
         self._done = 0
+        self._handed_out = 0
+        """Rows up to this count were handed out by :meth:`abandon` (and logged)."""
         self._lost = 0
         self._dropped = 0
         self._running = False
@@ -175,17 +177,24 @@ class Writer:
 
     def wait(self, timeout: float, *, until_outage: bool = False) -> int:
         """Wait until the rows queued so far are written or refused, or with
-        ``until_outage`` until the writer waits for the database; return how many are not."""
+        ``until_outage`` (the exit's wait) until the writer waits for the database; return how
+        many are not. The exit's wait counts the rows :meth:`abandon` handed out as settled:
+        they are logged already, and a server's end logs them before the interpreter's exit
+        handler runs, where waiting for them again took the stop past its bound."""
         deadline = time.monotonic() + timeout
         with self._cond:
             target = self._queued
             while (
-                self._done < target
+                self._settled(until_outage) < target
                 and not (until_outage and self._outage)
                 and self._cond.wait(max(0.0, deadline - time.monotonic()))
             ):
                 pass
-            return max(0, target - self._done)
+            return max(0, target - self._settled(until_outage))
+
+    def _settled(self, exiting: bool) -> int:
+        """Rows written or refused; at exit, also those already handed out and logged."""
+        return max(self._done, self._handed_out) if exiting else self._done
 
     def take_lost(self) -> tuple[int, int]:
         """How many rows the database refused, and how many found the queue full, since
@@ -195,9 +204,13 @@ class Writer:
             return lost, dropped
 
     def abandon(self) -> list[Entry]:
-        """The rows not written yet: the one batch being written and every queued row."""
+        """The rows not written yet that no earlier call handed out: of the one batch being
+        written and every queued row (oldest first), those queued since."""
         with self._cond:
-            return [*self._batch, *self._rows]
+            pending = [*self._batch, *self._rows]
+            fresh = self._queued - max(self._done, self._handed_out)
+            self._handed_out = self._queued
+            return pending[len(pending) - fresh :] if fresh > 0 else []
 
     def _run(self) -> None:
         while True:

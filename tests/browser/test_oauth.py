@@ -20,14 +20,15 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-import anyio
 import httpx
 import httpx2
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
@@ -56,6 +57,7 @@ ALICE = "alice@example.com"
 DEMO_PASSWORD = "tickets-demo"
 DOCS_IMAGES = os.environ.get("RASTRILLO_DOCS_IMAGES")
 """Set (to ``docs/images``) to refresh the screenshots docs/mcp.md shows."""
+T = TypeVar("T")
 
 
 def screenshot_path(name: str) -> Path:
@@ -89,21 +91,50 @@ def app(tmp_path: Path) -> Iterator[App]:
         yield served
 
 
-@asynccontextmanager
-async def chromium(app: App) -> AsyncIterator[BrowserContext]:
-    """Headless Chromium at the app, scripts off: a person's browser, closed after."""
+class Chromium(NamedTuple):
+    """One Playwright driver and one headless Chromium for this module's tests, on an event
+    loop of their own in a thread: ``run`` runs a test's scenario there. Each test's pages
+    are in browser contexts of its own (cookies, storage and cache apart), closed when it
+    ends; a driver and a Chromium started for each test cost about 1.5 s of CPU."""
+
+    portal: BlockingPortal
+    browser: Browser
+
+    def run(self, scenario: Callable[..., Awaitable[T]], *args: object) -> T:
+        return self.portal.call(scenario, *args)
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Chromium]:
     from playwright.async_api import async_playwright
 
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with start_blocking_portal() as portal:
+        playwright = portal.call(async_playwright().start)
         try:
-            context = await browser.new_context(
-                base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
+            launch = partial(
+                playwright.chromium.launch, executable_path=CHROMIUM, args=CHROMIUM_ARGS
             )
-            context.set_default_timeout(10_000)
-            yield context
+            browser = portal.call(launch)
+            try:
+                yield Chromium(portal, browser)
+            finally:
+                portal.call(browser.close)
         finally:
-            await browser.close()
+            portal.call(playwright.stop)
+
+
+@asynccontextmanager
+async def chromium(browser: Browser, app: App) -> AsyncIterator[BrowserContext]:
+    """A context of the shared Chromium at the app, scripts off: a person's browser,
+    closed after."""
+    context = await browser.new_context(
+        base_url=app.origin, viewport=DESKTOP, java_script_enabled=False
+    )
+    try:
+        context.set_default_timeout(10_000)
+        yield context
+    finally:
+        await context.close()
 
 
 async def sign_in_on_the_way(page: Page) -> None:
@@ -144,6 +175,11 @@ class Person:
         context.set_default_timeout(10_000)
         self.page = await context.new_page()
         return self.page
+
+    async def close(self) -> None:
+        """Her browser's context, if she opened one: the Chromium is the module's."""
+        if self.page is not None:
+            await self.page.context.close()
 
     async def authorize(self, url: str) -> None:
         from playwright.async_api import expect
@@ -202,65 +238,63 @@ async def order_status(http: httpx2.AsyncClient, app: App) -> str:
 
 
 def test_the_python_sdk_connects_through_the_consent_page_then_is_refused_once_revoked(
-    app: App, callback: tuple[str, list[str]]
+    app: App, callback: tuple[str, list[str]], shared: Chromium
 ):
-    from playwright.async_api import async_playwright
-
     storage = Memory()
 
     async def scenario() -> None:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            person = Person(browser, app, callback)
-            try:
-                http, provider = await connect(app, person, storage)()
-                async with http:
-                    # discovery, registration, authorize, consent, token, then the call
-                    assert await order_status(http, app) == "paid"
-                    assert person.visits == 1
-                    [grant] = grants.list_grants(app.db, "1")
-                    assert (grant.agent, grant.client) == ("ticket-desk-agent", "Ticket Desk Agent")
-                    assert storage.client is not None
-                    assert grant.client_id == storage.client.client_id
-                    assert storage.client.token_endpoint_auth_method == "none"
+        person = Person(shared.browser, app, callback)
+        try:
+            http, provider = await connect(app, person, storage)()
+            async with http:
+                # discovery, registration, authorize, consent, token, then the call
+                assert await order_status(http, app) == "paid"
+                assert person.visits == 1
+                [grant] = grants.list_grants(app.db, "1")
+                assert (grant.agent, grant.client) == ("ticket-desk-agent", "Ticket Desk Agent")
+                assert storage.client is not None
+                assert grant.client_id == storage.client.client_id
+                assert storage.client.token_endpoint_auth_method == "none"
 
-                    # refresh: the access token has run out, the client rotates its tokens
-                    first = storage.tokens
-                    assert first is not None and first.expires_in == 3600
-                    provider.context.token_expiry_time = time.time() - 1
-                    assert await order_status(http, app) == "paid"
-                    second = storage.tokens
-                    assert second is not None
-                    assert second.access_token != first.access_token
-                    assert second.refresh_token != first.refresh_token
-                    assert person.visits == 1  # refreshed, not asked again
+                # refresh: the access token has run out, the client rotates its tokens
+                first = storage.tokens
+                assert first is not None and first.expires_in == 3600
+                provider.context.token_expiry_time = time.time() - 1
+                assert await order_status(http, app) == "paid"
+                second = storage.tokens
+                assert second is not None
+                assert second.access_token != first.access_token
+                assert second.refresh_token != first.refresh_token
+                assert person.visits == 1  # refreshed, not asked again
 
-                    # revocation (RFC 7009), then the old token is refused on /mcp
-                    async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as plain:
-                        done = await plain.post(
-                            OAUTH_REVOKE_PATH,
-                            data={"token": second.access_token, "client_id": grant.client_id},
-                        )
-                        assert done.status_code == 200
-                        refused = await plain.post(
-                            "/mcp",
-                            headers={"Authorization": f"Bearer {second.access_token}"},
-                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                        )
-                    assert refused.status_code == 401
-                    assert 'resource_metadata="' in refused.headers["www-authenticate"]
-                    assert grants.list_grants(app.db, "1") == []
-            finally:
-                await browser.close()
+                # revocation (RFC 7009), then the old token is refused on /mcp
+                async with httpx.AsyncClient(verify=TLS, base_url=app.origin) as plain:
+                    done = await plain.post(
+                        OAUTH_REVOKE_PATH,
+                        data={"token": second.access_token, "client_id": grant.client_id},
+                    )
+                    assert done.status_code == 200
+                    refused = await plain.post(
+                        "/mcp",
+                        headers={"Authorization": f"Bearer {second.access_token}"},
+                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                    )
+                assert refused.status_code == 401
+                assert 'resource_metadata="' in refused.headers["www-authenticate"]
+                assert grants.list_grants(app.db, "1") == []
+        finally:
+            await person.close()
 
-    anyio.run(scenario)
+    shared.run(scenario)
 
 
-def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app: App):
+def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(
+    app: App, shared: Chromium
+):
     from playwright.async_api import expect
 
     async def scenario() -> None:
-        async with chromium(app) as context:
+        async with chromium(shared.browser, app) as context:
             page = await context.new_page()
             consent = start_authorization(app, name="Framed")
             request_id = parse_qs(urlsplit(consent).query)["request"][0]
@@ -294,11 +328,11 @@ def test_a_page_on_another_port_can_neither_frame_nor_post_the_consent_page(app:
             assert oauth.pending(app.db, request_id) is not None
             assert grants.list_grants(app.db, include_revoked=True) == []
 
-    anyio.run(scenario)
+    shared.run(scenario)
 
 
 def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_answer_goes(
-    app: App,
+    app: App, shared: Chromium
 ):
     """Anyone can register a client named "Claude Code": the name is the client's own
     choice, and a look-alike needs no trick character to take the real one's. What the
@@ -310,7 +344,7 @@ def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_ans
     redirects = ["http://127.0.0.1:51234/callback", "https://claude.example:8443/cb"]
 
     async def scenario() -> None:
-        async with chromium(app) as context:
+        async with chromium(shared.browser, app) as context:
             page = await context.new_page()
             read: list[str] = []
             for redirect in redirects:
@@ -336,10 +370,10 @@ def test_the_consent_page_says_a_clients_name_is_its_own_claim_and_where_the_ans
                 "app you allow."
             ) in web, web
 
-    anyio.run(scenario)
+    shared.run(scenario)
 
 
-def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App):
+def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App, shared: Chromium):
     """A client's redirect host may be 253 characters with no space: a look-alike's
     ``claude.ai.<200 characters>.evil.example`` ran off the side of the consent page, on a
     phone and on a desktop, so the person read ``claude.ai.xxx`` and never the host's end,
@@ -351,7 +385,7 @@ def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App):
     name = "Claude" + "x" * 94
 
     async def scenario() -> None:
-        async with chromium(app) as context:
+        async with chromium(shared.browser, app) as context:
             page = await context.new_page()
             await page.goto(start_authorization(app, f"https://{host}/cb", name=name))
             await sign_in_on_the_way(page)
@@ -374,7 +408,7 @@ def test_a_long_host_or_name_is_read_whole_without_scrolling_sideways(app: App):
                 assert wide <= seen, viewport
             await page.screenshot(path=ARTIFACTS / "consent-long-host.png")
 
-    anyio.run(scenario)
+    shared.run(scenario)
 
 
 RESTYLED = doc_block("docs/mcp.md", "html", "{{ notice }}")
@@ -384,7 +418,7 @@ one before the notice (showing ``redirect_host`` alone, say)."""
 
 @pytest.mark.parametrize("kept", [True, False], ids=["shown", "left-out"])
 def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it_goes(
-    kept: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kept: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture, shared: Chromium
 ):
     """An app restyles the consent page with its own ``authorize.html``. Before, one that
     showed ``redirect_host`` alone (as the framework's page did before) dropped the port
@@ -405,7 +439,7 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
     options = dataclasses.replace(options, db=str(tmp_path / "tickets.db"), mcp=True, console=True)
 
     async def scenario(app: App) -> str:
-        async with chromium(app) as context:
+        async with chromium(shared.browser, app) as context:
             page = await context.new_page()
             await page.goto(start_authorization(app, "http://127.0.0.1:51234/cb", "Claude Code"))
             await sign_in_on_the_way(page)
@@ -415,7 +449,7 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
             return " ".join((await page.locator("main").inner_text()).split())
 
     with live_server(options) as app, caplog.at_level(logging.ERROR, "rastrillo.pages.authorize"):
-        text = anyio.run(scenario, app)
+        text = shared.run(scenario, app)
     assert (
         "That name is its own claim: anyone can register an app under any name, and this "
         "site has not checked it." in text
@@ -430,34 +464,34 @@ def test_a_restyled_consent_page_cannot_drop_whose_claim_the_name_is_or_where_it
     assert all("does not show {{ notice }}" in m for m in refused)
 
 
-def test_the_revoke_button_refuses_the_clients_next_call(app: App, callback: tuple[str, list[str]]):
-    from playwright.async_api import async_playwright, expect
+def test_the_revoke_button_refuses_the_clients_next_call(
+    app: App, callback: tuple[str, list[str]], shared: Chromium
+):
+    from playwright.async_api import expect
 
     storage = Memory()
 
     async def scenario() -> None:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            person = Person(browser, app, callback)
-            try:
-                http, _ = await connect(app, person, storage)()
-                async with http:
-                    assert await order_status(http, app) == "paid"
-                    [first] = grants.list_grants(app.db, "1")
-                    assert person.page is not None
-                    await person.page.goto("/_rastrillo/agents")
-                    await person.page.get_by_role(
-                        "button", name="Revoke ticket-desk-agent (Ticket Desk Agent)"
-                    ).click()
-                    await expect(person.page.get_by_text("No agent acts for you.")).to_be_visible()
-                    assert grants.list_grants(app.db, "1") == []
+        person = Person(shared.browser, app, callback)
+        try:
+            http, _ = await connect(app, person, storage)()
+            async with http:
+                assert await order_status(http, app) == "paid"
+                [first] = grants.list_grants(app.db, "1")
+                assert person.page is not None
+                await person.page.goto("/_rastrillo/agents")
+                await person.page.get_by_role(
+                    "button", name="Revoke ticket-desk-agent (Ticket Desk Agent)"
+                ).click()
+                await expect(person.page.get_by_text("No agent acts for you.")).to_be_visible()
+                assert grants.list_grants(app.db, "1") == []
 
-                    # The next call is refused: the client has to ask the person again.
-                    assert await order_status(http, app) == "paid"
-                    assert person.visits == 2
-                    [second] = grants.list_grants(app.db, "1")
-                    assert second.id != first.id
-            finally:
-                await browser.close()
+                # The next call is refused: the client has to ask the person again.
+                assert await order_status(http, app) == "paid"
+                assert person.visits == 2
+                [second] = grants.list_grants(app.db, "1")
+                assert second.id != first.id
+        finally:
+            await person.close()
 
-    anyio.run(scenario)
+    shared.run(scenario)

@@ -61,7 +61,9 @@ def test_a_stopping_servers_rows_held_by_a_locked_table_are_logged_in_full_not_w
             "the audit writer to wait for the lock",
         )
         server.process.send_signal(signal.SIGTERM)
-        assert server.process.wait(timeout=60) == 0  # the table still locked
+        # the table still locked; within the bound docs/app.md gives ("Stopping"), 30 s:
+        # the exit handler waited 30 s more for the row the server's end had logged
+        assert server.process.wait(timeout=30) == 0
         lock.rollback()
     finally:
         holder.close()

@@ -248,7 +248,7 @@ def test_a_holder_killed_with_sigkill_is_taken_over_once_its_lease_expires(
     a.proc.kill()
     killed = time.monotonic()
     a.wait()
-    b.until(lambda: b.marks())  # how soon after the kill is measured in bench/
+    b.until(lambda: b.marks())  # how soon after the kill: bench/bench_sidecar_takeover.py
     b.signal(signal.SIGTERM)
     assert b.wait() == 0
     assert_no_overlap(intervals([a, b], {a.proc.pid: killed}))

@@ -822,6 +822,41 @@ def test_rows_wait_out_a_write_lock_held_past_the_busy_timeout(tmp_path, monkeyp
     assert sorted(r.call_id for r in rows) == ["held-0", "held-1", "held-2"]
 
 
+@pytest.mark.postgres
+def test_the_exit_waits_again_for_no_row_an_earlier_shutdown_logged(tmp_path, pg_url, caplog):
+    """A server's end logs the rows still queued (``shutdown(timeout=0)``), then the
+    interpreter's exit handler runs ``shutdown`` again. A writer stuck behind PostgreSQL's
+    table lock is no outage, so that second run waited its whole 30 s for rows already
+    logged, and a server stopped with the audit table locked exited 40 s after SIGTERM, past
+    the 30 s docs/app.md gives ("Stopping"). Each row is now logged once, and the exit
+    waits only for rows no earlier shutdown logged."""
+    f = build(tmp_path, db=pg_url)
+
+    def read(call_id: str) -> None:
+        call = Call(tool="search_get", args={"q": "x", "page": "1"}, actor=AGENT, call_id=call_id)
+        run(f.app, f.defs, call)
+
+    with _audit_locked(f.app.db) as writer_stuck:
+        read("at-the-end")
+        until(writer_stuck, "the writer to wait for the lock")
+        audit.shutdown(timeout=0)  # the server's end
+        read("after")
+        audit.shutdown(timeout=0)  # logs the row queued since, not the first again
+        exiting = threading.Thread(target=audit.shutdown, kwargs={"timeout": 3600}, daemon=True)
+        exiting.start()
+        exiting.join(60)
+        assert not exiting.is_alive(), "the exit waited for rows an earlier shutdown logged"
+        logged = [
+            json.loads(r.getMessage().split("row not written before exit: ", 1)[1])["call_id"]
+            for r in caplog.records
+            if "row not written before exit" in r.getMessage()
+        ]
+        assert logged == ["at-the-end", "after"]
+    audit.flush(f.app.db)  # the lock gone, both are written too (docs/app.md allows it)
+    assert sorted(r.call_id for r in audit.latest(f.app.db)) == ["after", "at-the-end"]
+    f.app.db.dispose()
+
+
 @contextlib.contextmanager
 def _audit_locked(db: storage.Database) -> Iterator[Callable[[], bool]]:
     """Another connection holds the audit table's write lock until the block ends: SQLite's
