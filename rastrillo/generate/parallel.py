@@ -108,7 +108,12 @@ def _fork(
     dumps: Callable[[object], bytes],
 ) -> tuple[int, int]:
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except BaseException:  # no process to hand the pipe to (EAGAIN: too many processes)
+        os.close(read_end)
+        os.close(write_end)
+        raise
     if pid:
         os.close(write_end)
         return pid, read_end

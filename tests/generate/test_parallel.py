@@ -196,3 +196,18 @@ def test_one_process_where_another_thread_runs_or_too_few_items():
     finally:
         release.set()
         thread.join()
+
+
+def test_a_fork_refused_leaves_no_pipe_open_and_raises(monkeypatch):
+    """`os.fork` refused (EAGAIN: too many processes): the error is the caller's, and the
+    pipe made for that child is closed, not left open for the rest of the process."""
+
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    opened = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    monkeypatch.setattr(os, "fork", refused)
+    with pytest.raises(BlockingIOError):
+        map_chunks(list, range(10), 2)
+    if opened is not None:
+        assert set(os.listdir("/proc/self/fd")) == opened
