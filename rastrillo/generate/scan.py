@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Sequence
 from operator import attrgetter
 
 from rastrillo.errors import Problem
+from rastrillo.generate.parallel import map_chunks, processes_for
 from rastrillo.generate.read import read_tool
 from rastrillo.generate.rules import check_registry
 from rastrillo.registry.declare import ToolDef
@@ -42,8 +44,15 @@ class ActionFile:
         self.tool = tool
 
 
-def scan_actions(app_dir: AppDir) -> tuple[list[ActionFile], list[Problem]]:
-    """Every action under ``app_dir/actions`` and every problem found, sorted."""
+def scan_actions(
+    app_dir: AppDir, *, processes: int | None = None
+) -> tuple[list[ActionFile], list[Problem]]:
+    """Every action under ``app_dir/actions`` and every problem found, sorted.
+
+    The files are read by ``processes`` processes at once (`parallel.map_chunks`); by
+    default as many as `parallel.processes_for` gives, ``1`` reads them in this process.
+    The result is the same either way.
+    """
     root = os.path.join(app_dir, ACTIONS_DIR)
     problems: list[Problem] = []
     actions: list[ActionFile] = []
@@ -53,9 +62,10 @@ def scan_actions(app_dir: AppDir) -> tuple[list[ActionFile], list[Problem]]:
             "(actions/index.GET.py answers GET /): give the app's folder, or run this in it"
         )
         return [], [Problem(os.path.realpath(app_dir), None, expected)]
-    for file, rel in _action_files(root, ""):
-        source = f"{ACTIONS_DIR}/{rel}"
-        action, found = _read_action(file, rel, source)
+    files = _action_files(root, "")
+    if processes is None:
+        processes = processes_for(len(files), _LEAST_PER_PROCESS)
+    for action, found in map_chunks(_read_actions, files, processes):
         problems.extend(found)
         if action is not None:
             actions.append(action)
@@ -65,6 +75,12 @@ def scan_actions(app_dir: AppDir) -> tuple[list[ActionFile], list[Problem]]:
     return actions, sorted(set(problems))
 
 
+_LEAST_PER_PROCESS = 200
+"""Files each process reads at least. A file takes about 0.6 M instructions to read; one
+sent back from a child costs 0.1 M more (pickled there, unpickled here), and forking,
+importing `pickle` and the child's exit about 30 M: with a CPU free, two processes gain
+from about 120 files, and with none (a busy machine) every file sent costs. From 400 the
+free CPU's gain is worth the busy machine's cost."""
 _BY_ROUTE = attrgetter("path", "method")
 _BY_SOURCE = attrgetter("source")
 
@@ -87,6 +103,13 @@ def _action_files(folder: str, prefix: str) -> list[tuple[str, str]]:
             elif name.endswith(".py"):
                 found.append((entry.path, prefix + name))
     return found
+
+
+def _read_actions(
+    files: Sequence[tuple[str, str]],
+) -> list[tuple[ActionFile | None, list[Problem]]]:
+    """`_read_action` of each (file path, path relative to actions/), in order."""
+    return [_read_action(file, rel, f"{ACTIONS_DIR}/{rel}") for file, rel in files]
 
 
 def _read_action(file: str, rel: str, source: str) -> tuple[ActionFile | None, list[Problem]]:

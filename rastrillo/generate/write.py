@@ -17,14 +17,17 @@ if TYPE_CHECKING:
     from rastrillo.generate.scan import AppDir
 
 
-def render_gen(app_dir: AppDir) -> dict[str, str]:
-    """The files of ``gen/`` as {name: text}; raises GenerateError on any problem."""
+def render_gen(app_dir: AppDir, *, processes: int | None = None) -> dict[str, str]:
+    """The files of ``gen/`` as {name: text}; raises GenerateError on any problem.
+
+    ``processes``: how many read the action files at once, as `scan_actions` takes it.
+    """
     # Syntax trees and rendered lines hold no reference cycle and are freed as soon as
     # they are used, but the tens of thousands of nodes a large app parses would set off
     # the cycle collector again and again, each time walking every object alive: a
     # fiftieth of the command.
     with collector_paused():
-        actions, problems = scan_actions(app_dir)
+        actions, problems = scan_actions(app_dir, processes=processes)
         if problems:
             raise GenerateError(problems)
         tools = [a.tool for a in actions if a.tool is not None]  # render_tools_module sorts
@@ -35,13 +38,14 @@ def render_gen(app_dir: AppDir) -> dict[str, str]:
         }
 
 
-def generate(app_dir: AppDir, *, check: bool = False) -> list[str]:
+def generate(app_dir: AppDir, *, check: bool = False, processes: int | None = None) -> list[str]:
     """Write ``gen/`` (or with ``check``, compare it); return the names that differ.
 
     Nothing is written when a problem is found, and with ``check`` nothing is
-    written at all: a non-empty return then means ``gen/`` is stale.
+    written at all: a non-empty return then means ``gen/`` is stale. ``processes``: as
+    `scan_actions` takes it.
     """
-    files = render_gen(app_dir)
+    files = render_gen(app_dir, processes=processes)
     gen = os.path.join(app_dir, GEN_DIR)
     stale = [name for name, text in files.items() if _read(os.path.join(gen, name)) != text]
     extra = []
