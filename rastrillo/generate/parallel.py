@@ -11,6 +11,7 @@ one process reading every file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -55,8 +56,13 @@ def _cpus() -> int:
 
 
 def _other_threads() -> bool:
-    threading = sys.modules.get("threading")  # not imported: no thread but this one
-    return threading is not None and threading.active_count() > 1
+    """Whether a thread besides this one runs: the kernel's count where there is one (a
+    thread a library started in C, as a file watcher's, is not in `threading`'s)."""
+    try:
+        return len(os.listdir("/proc/self/task")) > 1
+    except OSError:  # no /proc (macOS)
+        threading = sys.modules.get("threading")  # not imported: no thread but this one
+        return threading is not None and threading.active_count() > 1
 
 
 def map_chunks(
@@ -68,8 +74,9 @@ def map_chunks(
     sends its list back pickled through a pipe and ends with `os._exit` (no `atexit`, no
     flushing of buffers the parent also holds). A child whose ``work`` raised is replaced
     by this process working that chunk itself; a child that ended without its results
-    raises `WorkerLost`. Children left when this process stops early (an exception, a
-    Ctrl-C) are killed and reaped, never left running.
+    raises `WorkerLost`. A chunk no child could be forked for (EAGAIN: too many
+    processes) is worked here too. Children left when this process stops early (an
+    exception, a Ctrl-C) are killed and reaped, never left running.
     """
     if processes <= 1 or len(items) < 2:
         return work(items)
@@ -77,29 +84,51 @@ def map_chunks(
 
     size = -(-len(items) // processes)
     chunks = [items[start : start + size] for start in range(0, len(items), size)]
+    parent = os.getpid()
     children: list[tuple[int, int, Sequence[Item]]] = []  # (pid, its pipe, its chunk)
     try:
-        for chunk in chunks[1:]:
-            children.append((*_fork(work, chunk, pickle.dumps), chunk))
-        results = work(chunks[0])
+        here = [chunks[0]]
+        for index, chunk in enumerate(chunks[1:], 1):
+            try:
+                children.append((*_fork(work, chunk, pickle.dumps), chunk))
+            except OSError:  # no more processes: the rest is read here, in order
+                here += chunks[index:]
+                break
+        results = work(here[0])
         while children:
             pid, fd, chunk = children[0]
             data = _read_all(fd)
-            status = os.waitpid(pid, 0)[1]
+            status = _reaped(pid)
             del children[0]
             os.close(fd)
-            if status == 0:
+            if status == 0 or (status is None and data):
                 results += pickle.loads(data)
-            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == _WORK_RAISED:
-                results += work(chunk)
+            elif status is None or (
+                os.WIFEXITED(status) and os.WEXITSTATUS(status) == _WORK_RAISED
+            ):
+                results += work(chunk)  # it raised (or its status is unknown): as here
             else:
                 raise WorkerLost(_lost(status, len(chunk)))
+        for chunk in here[1:]:
+            results += work(chunk)
         return results
     finally:
+        if os.getpid() != parent:  # a child interrupted as it was forked: never the parent's
+            os._exit(_WORK_RAISED)
         for pid, fd, _ in children:
-            os.kill(pid, _SIGKILL)
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ProcessLookupError):  # ended and reaped already
+                os.kill(pid, _SIGKILL)
+            _reaped(pid)
             os.close(fd)
+
+
+def _reaped(pid: int) -> int | None:
+    """A child's exit status, once it has ended; None when it was reaped by another (the
+    process ignores SIGCHLD, so the kernel reaps its children itself)."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return None
 
 
 def _fork(
@@ -110,7 +139,7 @@ def _fork(
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
-    except BaseException:  # no process to hand the pipe to (EAGAIN: too many processes)
+    except OSError:  # no process to hand the pipe to (EAGAIN: too many processes)
         os.close(read_end)
         os.close(write_end)
         raise

@@ -1,7 +1,9 @@
 """Reading action files in forked processes: the same `gen/`, problems and errors as one
 process, children never lost or left running."""
 
+import _thread
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -198,16 +200,50 @@ def test_one_process_where_another_thread_runs_or_too_few_items():
         thread.join()
 
 
-def test_a_fork_refused_leaves_no_pipe_open_and_raises(monkeypatch):
-    """`os.fork` refused (EAGAIN: too many processes): the error is the caller's, and the
-    pipe made for that child is closed, not left open for the rest of the process."""
+def test_a_fork_refused_reads_its_chunks_here_and_leaves_no_pipe_open(monkeypatch):
+    """`os.fork` refused (EAGAIN: too many processes) after a first child: the chunks no
+    child took are worked in this process, in order, as one process would have, and the
+    pipe made for the refused child is closed, not left open for the rest of the process."""
+    real_fork = os.fork
+    forks = []
 
-    def refused():
-        raise BlockingIOError(11, "Resource temporarily unavailable")
+    def refused_after_one():
+        if forks:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        forks.append(1)
+        return real_fork()
 
     opened = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
-    monkeypatch.setattr(os, "fork", refused)
-    with pytest.raises(BlockingIOError):
-        map_chunks(list, range(10), 2)
+    monkeypatch.setattr(os, "fork", refused_after_one)
+    assert map_chunks(list, range(12), 4) == list(range(12))
+    assert forks == [1]
     if opened is not None:
         assert set(os.listdir("/proc/self/fd")) == opened
+
+
+def test_children_reaped_by_the_kernel_still_give_their_results():
+    """A process that ignores SIGCHLD has its children reaped by the kernel, so their
+    status is gone: what they sent is taken, as a sequential run would have read it."""
+    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        assert map_chunks(list, range(10), 2) == list(range(10))
+    finally:
+        signal.signal(signal.SIGCHLD, before)
+
+
+def test_a_thread_started_outside_threading_keeps_one_process():
+    """A thread a library starts without `threading` (a file watcher's, in C) is counted:
+    a fork would copy the process without it, and any lock it holds stays held."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def run():
+        started.set()
+        release.wait()
+
+    _thread.start_new_thread(run, ())
+    started.wait()
+    try:
+        assert processes_for(10_000, least=100) == 1
+    finally:
+        release.set()
