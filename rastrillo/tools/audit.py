@@ -238,8 +238,11 @@ def shutdown(timeout: float = 30.0) -> None:
     logged."""
     for writer in list(writers.values()):
         if writer.wait(timeout, until_outage=True):
-            for entry in writer.abandon():
-                log.error("audit: row not written before exit: %s", as_json(entry))
+            writer.abandon(_unwritten)
+
+
+def _unwritten(entry: Entry) -> None:
+    log.error("audit: row not written before exit: %s", as_json(entry))
 
 
 def latest(db: Database, limit: int = 20, user_id: str | None = None) -> list[AuditRecord]:

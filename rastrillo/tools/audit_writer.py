@@ -203,14 +203,20 @@ class Writer:
             lost, dropped, self._lost, self._dropped = self._lost, self._dropped, 0, 0
             return lost, dropped
 
-    def abandon(self) -> list[Entry]:
-        """The rows not written yet that no earlier call handed out: of the one batch being
-        written and every queued row (oldest first), those queued since."""
+    def abandon(self, say: Callable[[Entry], None]) -> None:
+        """Give ``say`` each row not written yet that no earlier call gave it (of the one batch
+        being written and every queued row, oldest first, those queued since). A row counts
+        as handed out once ``say`` has returned: a call interrupted (a second Ctrl-C) leaves
+        the rows it did not say to the next, never lost unsaid."""
         with self._cond:
             pending = [*self._batch, *self._rows]
-            fresh = self._queued - max(self._done, self._handed_out)
-            self._handed_out = self._queued
-            return pending[len(pending) - fresh :] if fresh > 0 else []
+            start = max(self._done, self._handed_out)
+            fresh = self._queued - start
+            rows = pending[len(pending) - fresh :] if fresh > 0 else []
+        for said, entry in enumerate(rows, start + 1):
+            say(entry)
+            with self._cond:
+                self._handed_out = max(self._handed_out, said)
 
     def _run(self) -> None:
         while True:

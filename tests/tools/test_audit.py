@@ -857,6 +857,36 @@ def test_the_exit_waits_again_for_no_row_an_earlier_shutdown_logged(tmp_path, pg
     f.app.db.dispose()
 
 
+def test_rows_an_interrupted_stop_did_not_log_are_logged_by_the_next(tmp_path, monkeypatch):
+    """A stop logging the rows it could not write is interrupted (a second Ctrl-C) after
+    the first: the rows it did not log are not counted as logged, and the next stop (the
+    interpreter's exit handler) logs them, rather than losing them unsaid."""
+    monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)  # the writer stuck sooner
+    f = build(tmp_path)
+    with _audit_locked(f.app.db) as writer_stuck:
+        for call_id in ("a", "b", "c"):
+            call = Call(
+                tool="search_get", args={"q": "x", "page": "1"}, actor=AGENT, call_id=call_id
+            )
+            run(f.app, f.defs, call)
+        until(writer_stuck, "the writer to wait for the lock")
+        writer = audit_writer.writers[id(f.app.db)]
+        said: list[str] = []
+
+        def interrupted(entry: audit.Entry) -> None:
+            if said:
+                raise KeyboardInterrupt  # as the second row is being logged
+            said.append(entry.call_id)
+
+        with pytest.raises(KeyboardInterrupt):
+            writer.abandon(interrupted)
+        rest: list[str] = []
+        writer.abandon(lambda entry: rest.append(entry.call_id))
+        assert (said, rest) == (["a"], ["b", "c"])
+    audit.flush(f.app.db)
+    f.app.db.dispose()
+
+
 @contextlib.contextmanager
 def _audit_locked(db: storage.Database) -> Iterator[Callable[[], bool]]:
     """Another connection holds the audit table's write lock until the block ends: SQLite's
