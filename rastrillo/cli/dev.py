@@ -42,7 +42,7 @@ class DevServer:
     def rebuild(self) -> bool:
         """Regenerate; on success restart the server. Returns whether it restarted."""
         try:
-            generate(self.app_dir)
+            generate(self.app_dir, processes=1)  # beside the file watcher's thread: no fork
         except GenerateError as exc:
             print(
                 f"rastrillo dev: generate failed, still serving the last good build:\n{exc}",

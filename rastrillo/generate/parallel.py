@@ -102,7 +102,7 @@ def map_chunks(
             del children[0]
             os.close(fd)
             if status == 0 or (status is None and data):
-                results += pickle.loads(data)
+                results += _loaded(pickle.loads, data, status, len(chunk))
             elif status is None or (
                 os.WIFEXITED(status) and os.WEXITSTATUS(status) == _WORK_RAISED
             ):
@@ -122,6 +122,17 @@ def map_chunks(
             os.close(fd)
 
 
+def _loaded(
+    loads: Callable[[bytes], list[Result]], data: bytes, status: int | None, count: int
+) -> list[Result]:
+    """A child's results; `WorkerLost` when what came through its pipe is not all of them
+    (killed as it wrote, its status gone with it: the kernel reaped it)."""
+    try:
+        return loads(data)
+    except Exception as exc:  # cut short, a truncated pickle fails in many ways
+        raise WorkerLost(_lost(status, count)) from exc
+
+
 def _reaped(pid: int) -> int | None:
     """A child's exit status, once it has ended; None when it was reaped by another (the
     process ignores SIGCHLD, so the kernel reaps its children itself)."""
@@ -139,7 +150,7 @@ def _fork(
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
-    except OSError:  # no process to hand the pipe to (EAGAIN: too many processes)
+    except BaseException:  # no process to hand the pipe to (EAGAIN), or interrupted
         os.close(read_end)
         os.close(write_end)
         raise
@@ -166,8 +177,10 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _lost(status: int, count: int) -> str:
-    if os.WIFSIGNALED(status):
+def _lost(status: int | None, count: int) -> str:
+    if status is None:
+        how = "ended"
+    elif os.WIFSIGNALED(status):
         import signal  # only for this message
 
         number = os.WTERMSIG(status)

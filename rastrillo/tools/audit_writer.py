@@ -114,6 +114,7 @@ class Writer:
         """Weak: a database no one uses any more is collected, its writer with it."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._abandoning = threading.Lock()
         self._rows: list[Entry] = []
         self._batch: list[Entry] = []
         self._queued = 0
@@ -208,15 +209,17 @@ class Writer:
         being written and every queued row, oldest first, those queued since). A row counts
         as handed out once ``say`` has returned: a call interrupted (a second Ctrl-C) leaves
         the rows it did not say to the next, never lost unsaid."""
-        with self._cond:
-            pending = [*self._batch, *self._rows]
-            start = max(self._done, self._handed_out)
-            fresh = self._queued - start
-            rows = pending[len(pending) - fresh :] if fresh > 0 else []
-        for said, entry in enumerate(rows, start + 1):
-            say(entry)
+        with self._abandoning:  # a second caller waits, then says only what is left
             with self._cond:
-                self._handed_out = max(self._handed_out, said)
+                pending = [*self._batch, *self._rows]
+                start = max(self._done, self._handed_out)
+                fresh = self._queued - start
+                rows = pending[len(pending) - fresh :] if fresh > 0 else []
+            for said, entry in enumerate(rows, start + 1):
+                say(entry)
+                with self._cond:
+                    self._handed_out = max(self._handed_out, said)
+                    self._cond.notify_all()  # an exit's wait counts it settled
 
     def _run(self) -> None:
         while True:

@@ -3,6 +3,7 @@ process, children never lost or left running."""
 
 import _thread
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rastrillo.errors import GenerateError, RastrilloError
-from rastrillo.generate import generate, scan_actions
+from rastrillo.generate import generate, parallel, scan_actions
 from rastrillo.generate.parallel import WorkerLost, map_chunks, processes_for
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
@@ -247,3 +248,12 @@ def test_a_thread_started_outside_threading_keeps_one_process():
         assert processes_for(10_000, least=100) == 1
     finally:
         release.set()
+
+
+def test_results_cut_short_with_no_status_to_say_why_are_a_lost_child_not_a_traceback():
+    """A child killed as it wrote, reaped by the kernel (SIGCHLD ignored: no status left):
+    what came through its pipe is part of a pickle, reported as a lost child."""
+    whole = pickle.dumps(list(range(10_000)))
+    with pytest.raises(WorkerLost, match="a process reading 7 of the action files ended before"):
+        parallel._loaded(pickle.loads, whole[: len(whole) // 2], None, 7)
+    assert parallel._loaded(pickle.loads, whole, None, 7) == list(range(10_000))
