@@ -102,7 +102,7 @@ def map_chunks(
             del children[0]
             os.close(fd)
             if status == 0 or (status is None and data):
-                results += _loaded(pickle.loads, data, status, len(chunk))
+                results += _loaded(data, status, len(chunk))
             elif status is None or (
                 os.WIFEXITED(status) and os.WEXITSTATUS(status) == _WORK_RAISED
             ):
@@ -122,13 +122,14 @@ def map_chunks(
             os.close(fd)
 
 
-def _loaded(
-    loads: Callable[[bytes], list[Result]], data: bytes, status: int | None, count: int
-) -> list[Result]:
+def _loaded(data: bytes, status: int | None, count: int) -> list[Result]:
     """A child's results; `WorkerLost` when what came through its pipe is not all of them
     (killed as it wrote, its status gone with it: the kernel reaped it)."""
+    import pickle  # loaded already by map_chunks, which alone forks
+
     try:
-        return loads(data)
+        result: list[Result] = pickle.loads(data)
+        return result
     except Exception as exc:  # cut short, a truncated pickle fails in many ways
         raise WorkerLost(_lost(status, count)) from exc
 

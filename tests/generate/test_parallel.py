@@ -1,20 +1,18 @@
 """Reading action files in forked processes: the same `gen/`, problems and errors as one
 process, children never lost or left running."""
 
-import _thread
 import os
 import pickle
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from rastrillo.errors import GenerateError, RastrilloError
 from rastrillo.generate import generate, parallel, scan_actions
-from rastrillo.generate.parallel import WorkerLost, map_chunks, processes_for
+from rastrillo.generate.parallel import WorkerLost, map_chunks
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
 
@@ -188,17 +186,32 @@ def test_children_are_killed_and_reaped_when_this_process_stops_early():
             os.close(fd)
 
 
+THREADS_SEEN = """\
+import _thread, os, threading
+from rastrillo.generate.parallel import processes_for
+seen = [processes_for(99, least=100), processes_for(10_000, least=100)]
+started, release = threading.Event(), threading.Event()
+_thread.start_new_thread(lambda: (started.set(), release.wait()), ())
+started.wait()
+seen.append(processes_for(10_000, least=100))
+print(len(os.sched_getaffinity(0)), *seen)
+"""
+
+
 def test_one_process_where_another_thread_runs_or_too_few_items():
-    assert processes_for(99, least=100) == 1
-    assert 1 <= processes_for(10_000, least=100) <= os.cpu_count()
-    release = threading.Event()
-    thread = threading.Thread(target=release.wait)
-    thread.start()
-    try:
-        assert processes_for(10_000, least=100) == 1
-    finally:
-        release.set()
-        thread.join()
+    """In a process of its own (a pytest worker has threads of its own): one process for
+    too few items; one a CPU it may use for many; one again once a thread runs beside it,
+    even one a library started without `threading` (a file watcher's, in C), which a fork
+    would leave behind holding whatever lock it held."""
+    shown = subprocess.run(
+        [sys.executable, "-c", THREADS_SEEN],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    cpus, few, many, beside_a_thread = map(int, shown.split())
+    assert (few, many, beside_a_thread) == (1, min(cpus, 100), 1)
 
 
 def test_a_fork_refused_reads_its_chunks_here_and_leaves_no_pipe_open(monkeypatch):
@@ -232,28 +245,10 @@ def test_children_reaped_by_the_kernel_still_give_their_results():
         signal.signal(signal.SIGCHLD, before)
 
 
-def test_a_thread_started_outside_threading_keeps_one_process():
-    """A thread a library starts without `threading` (a file watcher's, in C) is counted:
-    a fork would copy the process without it, and any lock it holds stays held."""
-    release = threading.Event()
-    started = threading.Event()
-
-    def run():
-        started.set()
-        release.wait()
-
-    _thread.start_new_thread(run, ())
-    started.wait()
-    try:
-        assert processes_for(10_000, least=100) == 1
-    finally:
-        release.set()
-
-
 def test_results_cut_short_with_no_status_to_say_why_are_a_lost_child_not_a_traceback():
     """A child killed as it wrote, reaped by the kernel (SIGCHLD ignored: no status left):
     what came through its pipe is part of a pickle, reported as a lost child."""
     whole = pickle.dumps(list(range(10_000)))
     with pytest.raises(WorkerLost, match="a process reading 7 of the action files ended before"):
-        parallel._loaded(pickle.loads, whole[: len(whole) // 2], None, 7)
-    assert parallel._loaded(pickle.loads, whole, None, 7) == list(range(10_000))
+        parallel._loaded(whole[: len(whole) // 2], None, 7)
+    assert parallel._loaded(whole, None, 7) == list(range(10_000))
