@@ -13,6 +13,7 @@ import pytest
 from rastrillo.errors import GenerateError, RastrilloError
 from rastrillo.generate import generate, parallel, scan_actions
 from rastrillo.generate.parallel import WorkerLost, map_chunks
+from tests.support import missing
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
 
@@ -104,7 +105,7 @@ def test_the_command_on_one_cpu_and_on_several_prints_and_writes_the_same(tmp_pa
     files are above the threshold), sequential when held to one; its forks are counted."""
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     if len(cpus) < 2:
-        pytest.skip("needs two CPUs to compare with one")
+        missing("a second CPU to compare one with")
     for make in (valid_app, broken_app):
         app = make(tmp_path / make.__name__, 450)
         runs = []
