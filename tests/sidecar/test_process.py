@@ -77,10 +77,6 @@ class Sidecar:
         until(lambda: check() or self.proc.poll() is not None, "the check, or an exit", PATIENCE)
         assert check(), f"exited with {self.proc.returncode} first:\n{self.log}"
 
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
@@ -187,10 +183,8 @@ def test_two_processes_never_run_passes_at_once_and_a_standby_takes_over(
     a.until(lambda: a.marks())
     b = started("busy", ttl=ttl)
     b.until(lambda: "standby" in b.log)
-    cpu_before = b.cpu_seconds()
     seen = len(a.marks())
     a.until(lambda: len(a.marks()) >= seen + 40)  # twenty passes of a's while b stands by
-    assert b.cpu_seconds() - cpu_before < 0.1  # the standby does not spin
     assert b.marks() == []
     # One line, however many looks at the lease. (Once b holds it, a loaded machine may
     # starve b past its one-second lease, and b stands by again, saying so.)
