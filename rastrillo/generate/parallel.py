@@ -66,7 +66,11 @@ def _other_threads() -> bool:
 
 
 def map_chunks(
-    work: Callable[[Sequence[Item]], list[Result]], items: Sequence[Item], processes: int
+    work: Callable[[Sequence[Item]], list[Result]],
+    items: Sequence[Item],
+    processes: int,
+    *,
+    sending: float = 0.0,
 ) -> list[Result]:
     """``work(items)``, computed as ``processes`` consecutive chunks at once, joined in order.
 
@@ -77,13 +81,21 @@ def map_chunks(
     raises `WorkerLost`. A chunk no child could be forked for (EAGAIN: too many
     processes) is worked here too. Children left when this process stops early (an
     exception, a Ctrl-C) are killed and reaped, never left running.
+
+    ``sending``: what pickling one result costs a child, as a share of working its item.
+    Each child's chunk is that much smaller than this process's, so that a child has sent
+    its results by the time this process has worked its own chunk, rather than keep it
+    waiting.
     """
-    if processes <= 1 or len(items) < 2:
+    processes = min(processes, len(items))
+    if processes <= 1:
         return work(items)
     import pickle  # only here: a sequential run never needs it
 
-    size = -(-len(items) // processes)
-    chunks = [items[start : start + size] for start in range(0, len(items), size)]
+    size = max(1, int(len(items) / (processes + sending)))  # each child's
+    first = len(items) - (processes - 1) * size
+    chunks = [items[:first]]
+    chunks += [items[start : start + size] for start in range(first, len(items), size)]
     parent = os.getpid()
     children: list[tuple[_Child, Sequence[Item]]] = []  # each with its chunk
     try:

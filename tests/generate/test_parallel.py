@@ -146,6 +146,18 @@ def test_chunks_are_worked_in_children_and_joined_in_order():
     assert len({pid for _, pid in pids}) == 3
 
 
+def test_a_child_works_a_chunk_smaller_by_what_sending_its_results_costs():
+    """Sending a result costing a tenth of working an item, each of two children works
+    1,000 / 3.1 items (322) and this process the rest: 356, and the order is kept."""
+    pids = map_chunks(
+        lambda chunk: [(item, os.getpid()) for item in chunk], range(1000), 3, sending=0.1
+    )
+    assert [item for item, _ in pids] == list(range(1000))
+    counts = [sum(1 for _, pid in pids if pid == one) for one in dict.fromkeys(p for _, p in pids)]
+    assert counts == [356, 322, 322]
+    assert pids[0][1] == os.getpid()
+
+
 def test_a_child_that_dies_is_reported_not_lost(children_named):
     parent = os.getpid()
 
