@@ -172,6 +172,18 @@ def test_a_child_that_dies_is_reported_not_lost(children_named):
     assert issubclass(WorkerLost, RastrilloError)  # the command line prints it, no traceback
 
 
+def test_a_child_that_exits_before_sending_is_reported_with_its_status(children_named):
+    parent = os.getpid()
+
+    def work(chunk):
+        if os.getpid() != parent:
+            os._exit(5)
+        return list(chunk)
+
+    with pytest.raises(WorkerLost, match=r"reading 5 of the action files exited with status 5 "):
+        map_chunks(work, range(10), 2)
+
+
 def test_what_a_childs_work_raises_is_raised_here_as_a_sequential_run_raises_it():
     def work(chunk):
         if 7 in chunk:
@@ -331,13 +343,14 @@ def test_a_child_reaped_by_the_kernel_is_not_signalled_by_its_number_given_again
     except FileNotFoundError:
         usable = False
     if not usable or os.geteuid() != 0:
-        pytest.skip("needs root and unshare(1) for a PID namespace of its own")
+        missing("root and unshare(1), for a PID namespace of its own")
     shown = subprocess.run(
         [*probe[:-1], sys.executable, "-c", NUMBER_GIVEN_AGAIN],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         check=True,
+        timeout=60,  # a cleanup that kills the stranger leaves the question unanswered
     ).stdout
     child, stranger, answered = shown.split()
     assert child == stranger  # the stranger has the child's number
