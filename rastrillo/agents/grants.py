@@ -45,7 +45,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql import Select
 
 from rastrillo import visible
-from rastrillo.actor import Actor
+from rastrillo.actor import Actor, is_grant_id
 from rastrillo.sessions.store import (
     WHEN_USER_REVOKED,
     create_session,
@@ -74,6 +74,7 @@ __all__ = [
     "get_grant",
     "grant_session",
     "grant_with_tokens",
+    "is_grant_id",
     "issue_tokens",
     "list_grants",
     "live_grants_named",
@@ -556,6 +557,8 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
     that were still to be used end with it (:func:`consent.end_agent`): what the user
     approved for it must not wait on in the store for nothing.
     """
+    if not is_grant_id(grant_id):
+        return False
     condition = [grants_table.c.id == grant_id]
     if user_id is not None:
         condition.append(grants_table.c.user_id == str(user_id))
@@ -629,6 +632,8 @@ def revoke_token(db: Database, token: str) -> bool:
 
 def get_grant(db: Database, grant_id: str) -> Grant | None:
     """The grant with this id, revoked or not; None when there is none."""
+    if not is_grant_id(grant_id):
+        return None
     with db.read() as conn:
         row = (
             conn.execute(select(grants_table).where(grants_table.c.id == grant_id))
@@ -671,6 +676,8 @@ def _live_grant(conn: Connection, grant_id: str) -> Grant:
         )
         .mappings()
         .first()
+        if is_grant_id(grant_id)
+        else None
     )
     if row is None:
         raise GrantError("the grant does not exist or was revoked")
