@@ -46,6 +46,7 @@ from sqlalchemy.sql import Select
 
 from rastrillo import visible
 from rastrillo.actor import Actor, is_grant_id
+from rastrillo.registry.declare import UNSAFE_TEXT
 from rastrillo.sessions.store import (
     WHEN_USER_REVOKED,
     create_session,
@@ -103,7 +104,9 @@ Kind = Literal["access", "refresh", "personal"]
 _PREFIX: dict[Kind, str] = {"access": "rst_at_", "refresh": "rst_rt_", "personal": "rst_pt_"}
 _TOKEN = re.compile(r"rst_(?:at|rt|pt)_[A-Za-z0-9_-]{43}")
 _CLIENT_MAX = 100
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE = re.compile(f"{UNSAFE_TEXT}|[\t\n]")
+"""What a client's name keeps none of: what no text value holds, and no tab or line break
+in a name the agents page and ``agents list`` show on one line."""
 # "Last used" is for a person reading the agents page: a write at most once a
 # minute per grant keeps a busy agent from writing on every call.
 _TOUCH_EVERY = timedelta(minutes=1)
