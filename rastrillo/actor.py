@@ -11,6 +11,8 @@ from rastrillo.errors import written
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _GRANT_ID = re.compile(r"[0-9a-f]{32}")
+AGENT_NAME_RULE = "1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+"""The agent-name rule in words, for every message that refuses a name."""
 
 
 def is_grant_id(value: object) -> bool:

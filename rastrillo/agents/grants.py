@@ -45,7 +45,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql import Select
 
 from rastrillo import visible
-from rastrillo.actor import Actor, is_grant_id
+from rastrillo.actor import AGENT_NAME_RULE, Actor, is_grant_id
 from rastrillo.registry.declare import UNSAFE_TEXT
 from rastrillo.sessions.store import (
     WHEN_USER_REVOKED,
@@ -373,10 +373,7 @@ def check_agent_name(agent: str) -> None:
     """Raise :class:`GrantError`, saying why, unless a grant may act as ``agent``: a valid
     agent name, and not one of :data:`RESERVED_AGENTS`."""
     if not Actor.agent(agent).is_named_agent:
-        raise GrantError(
-            f"agent name {agent!r} is not valid: use letters, digits, '_', '.' or '-' "
-            "(up to 64, starting with a letter or digit)"
-        )
+        raise GrantError(f"An agent name is {AGENT_NAME_RULE}: {agent!r} is not one.")
     if agent.lower() in RESERVED_AGENTS:
         raise GrantError(
             f"agent name {agent!r} is the tool console's, which no other agent may use: "
