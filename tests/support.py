@@ -155,17 +155,18 @@ class Server:
         return httpx.Client(base_url=self.base_url, transport=transport, **kwargs)  # type: ignore[arg-type]
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 60  # a loaded CI machine starts slowly
         with self.client() as c:
-            while time.monotonic() < deadline:
+
+            def ready() -> bool:
                 if self.process.poll() is not None:
                     raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
                 try:
-                    if c.get("/healthz").status_code == 200:
-                        return
+                    return c.get("/healthz").status_code == 200
                 except httpx.TransportError:
-                    time.sleep(0.05)
-        raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
+                    return False
+
+            # 60 s: a loaded CI machine starts slowly.
+            until(ready, "the server to start", 60, show=self.log.read_text, every=0.05)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         if self.process.poll() is None:

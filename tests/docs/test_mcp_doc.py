@@ -9,7 +9,7 @@ import shlex
 from rastrillo.agents import grants
 from rastrillo.cli.main import main
 from rastrillo.loader import load_options
-from rastrillo.testing import TestApp
+from rastrillo.testing import ManualClock, TestApp
 from tests.doc_examples import app_py, doc_block
 from tests.support import write_app
 
@@ -56,12 +56,13 @@ def test_the_operators_commands_do_what_their_comments_say(tmp_path, monkeypatch
     )
     monkeypatch.chdir(app_dir)  # `--app .`, as the page writes it
     [live, every, one_user, revoke] = operator_commands()
-    with TestApp(app_dir, tmp_path, db=str(app_dir / "app.db")) as t:
+    clock = ManualClock()
+    with TestApp(app_dir, tmp_path, db=str(app_dir / "app.db"), clock=clock) as t:
         gone = grants.create_grant(t.db, user_id="3", agent="old", client="Claude")
         grants.revoke(t.db, gone.id)
         desk, token, _ = grants.personal_token(t.db, user_id="3", agent="desk")
+        clock.advance(1)
         later = grants.create_grant(t.db, user_id="4", agent="script", client="Cursor")
-        assert later.created_at > desk.created_at  # a write apart: microseconds differ
 
         def listed(argv: list[str]) -> list[str]:
             assert main(argv[1:]) == 0, argv
