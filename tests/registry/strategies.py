@@ -112,6 +112,14 @@ _NEVER = {
 surrogates, and the bidirectional marks, embeddings, overrides and isolates."""
 
 
+PLAIN_CHARACTERS = st.characters(
+    codec="utf-8",
+    exclude_categories=("Cs",),
+    exclude_characters="".join(chr(c) for c in sorted(_NEVER) if not 0xD800 <= c <= 0xDFFF),
+)
+"""Any character a text value may hold: what `plain_text` takes."""
+
+
 def plain_text(text: str) -> bool:
     """Whether `text` holds none of the code points in `_NEVER`."""
     return not any(ord(c) in _NEVER for c in text)

@@ -33,7 +33,7 @@ from rastrillo.tools import (
     consent,
     dispatch_sync,
 )
-from tests.registry.strategies import JSON_VALUES, args, values_for
+from tests.registry.strategies import JSON_VALUES, PLAIN_CHARACTERS, args, values_for
 
 AGENT = rastrillo.Actor.agent("concierge")
 QUANTITY = Arg("how many tickets", type=int, minimum=1, maximum=10)
@@ -340,15 +340,6 @@ def calls(draw: st.DrawFn) -> tuple[dict[str, Arg], dict[str, Any]]:
     return declared, values
 
 
-_PLAIN = st.characters(
-    codec="utf-8",
-    exclude_categories=("Cs", "Cc"),
-    include_characters="\t\n",
-    exclude_characters="\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069",
-)
-"""Any character a text value may hold (`plain_text`'s)."""
-
-
 def _taken(arg: Arg, path: bool) -> st.SearchStrategy[Any]:
     """Values `arg` takes, built inside its constraints so that nearly every draw is one
     (`values_for` aims at the edges, and most of what it draws is refused); a `float` arg
@@ -376,9 +367,9 @@ def _taken(arg: Arg, path: bool) -> st.SearchStrategy[Any]:
         if low is None or high is None or low <= high:
             values |= st.integers(low, high)
     elif arg.pattern is not None:
-        values = st.from_regex(arg.pattern, alphabet=_PLAIN)
+        values = st.from_regex(arg.pattern, alphabet=PLAIN_CHARACTERS)
     else:
-        values = st.text(_PLAIN, min_size=arg.min_length or 0, max_size=arg.max_length)
+        values = st.text(PLAIN_CHARACTERS, min_size=arg.min_length or 0, max_size=arg.max_length)
     return values.filter(taken)
 
 
