@@ -33,7 +33,13 @@ from rastrillo.tools import (
     consent,
     dispatch_sync,
 )
-from tests.registry.strategies import JSON_VALUES, PLAIN_CHARACTERS, args, values_for
+from tests.registry.strategies import (
+    JSON_VALUES,
+    PATH_ARGS,
+    PLAIN_CHARACTERS,
+    args,
+    values_for,
+)
 
 AGENT = rastrillo.Actor.agent("concierge")
 QUANTITY = Arg("how many tickets", type=int, minimum=1, maximum=10)
@@ -326,8 +332,9 @@ def test_ctx_args_on_an_action_without_a_tool_is_an_error(
 
 
 def _declarations() -> st.SearchStrategy[dict[str, Arg]]:
-    path = args().filter(lambda a: a.required and a.type is not bool)
-    return st.fixed_dictionaries({"id": path}, optional={"a": args(), "b": args(), "c": args()})
+    return st.fixed_dictionaries(
+        {"id": PATH_ARGS}, optional={"a": args(), "b": args(), "c": args()}
+    )
 
 
 @st.composite
