@@ -234,6 +234,7 @@ class Writer:
                 while not self._hurry and (left := end - time.monotonic()) > 0:
                     self._cond.wait(left)
                 if not self._rows:
+                    self._hurry = False  # no row left that anyone waits for
                     self._idle = True
                     self._cond.wait(self._IDLE_SECONDS)
                     self._idle = False

@@ -38,6 +38,7 @@ def passes(
                 found.append((start, at, pid))
                 start = None
         if start is not None:
+            assert pid in killed_at, f"process {pid} was left in a pass it never ended"
             found.append((start, killed_at[pid], pid))
     return sorted(found)
 

@@ -212,3 +212,38 @@ def test_a_release_that_never_answers_is_given_up_once_the_grace_passes_on_the_l
     assert asyncio.run(main()) == 0
     assert slept == [15.0]
     assert "the lease was not released (15 s passed)" in caplog.text
+
+
+def test_a_standby_looks_at_a_held_lease_once_a_quarter_of_its_ttl(
+    db: Database, clock: ManualClock
+) -> None:
+    """A standby does not spin: each look at the lease another process holds is followed by
+    one sleep of a quarter of the ttl. (What that costs a standby in CPU is a figure of
+    bench/bench_sidecar_takeover.py.)"""
+    assert Lease(db, ttl=8).hold()  # another process's, held for the whole test
+    looks: list[int] = []
+    slept: list[float] = []
+
+    class Looking(Lease):
+        def hold(self) -> bool:
+            looks.append(len(slept))
+            return super().hold()
+
+    def no_pass(ctx: PassContext) -> None:
+        raise AssertionError("a standby ran a pass")
+
+    async def main() -> int:
+        async def sleep(seconds: float, wake: asyncio.Event) -> None:
+            if len(slept) == 4:  # stopped: the release's wait, until the release is done
+                await wake.wait()
+                return
+            slept.append(seconds)
+            if len(slept) == 4:
+                loop.request_stop()
+
+        loop = SidecarLoop(no_pass, db=db, lease=Looking(db, ttl=8), clock=clock, sleeper=sleep)
+        return await loop.run(handle_signals=False)
+
+    assert asyncio.run(main()) == 0
+    assert looks == [0, 1, 2, 3]  # one look before each sleep
+    assert slept == [2.0] * 4
