@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import socket
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -170,11 +169,8 @@ def live_server(options: Options, *, host: str = "127.0.0.1", **config: Any) -> 
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
+        if not server.settled.wait(10) or not server.started:
+            raise RuntimeError("the test server did not start") from server.error
         yield app
     finally:
         server.stop()
@@ -193,6 +189,22 @@ class _PromptServer(uvicorn.Server):
         super().__init__(config)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken = asyncio.Event()
+        self.settled = threading.Event()
+        """Set once the server has started, or has ended without starting."""
+        self.error: BaseException | None = None
+        """What ended it, to be raised in the test rather than lost in its thread."""
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            super().run(sockets=sockets)
+        except BaseException as exc:  # a SystemExit from a failed startup too
+            self.error = exc
+        finally:
+            self.settled.set()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.settled.set()
 
     async def main_loop(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -204,3 +204,18 @@ def test_an_error_reaches_the_terminal_escaped(argv, code, capsys):
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "\\x1b" in err
+
+
+def test_a_test_server_that_cannot_start_says_so(tmp_path):
+    """`rastrillo.testing.live_server` raises at once when uvicorn ends without starting (here
+    its TLS files are missing), rather than handing a test an address nobody serves."""
+    from rastrillo.testing import live_server
+    from tests.tools._tools_app import app_options
+
+    missing = {"ssl_certfile": str(tmp_path / "cert.pem"), "ssl_keyfile": str(tmp_path / "key.pem")}
+    with (
+        pytest.raises(RuntimeError, match="the test server did not start") as raised,
+        live_server(app_options(tmp_path), **missing),
+    ):
+        pass
+    assert isinstance(raised.value.__cause__, FileNotFoundError)
