@@ -189,7 +189,7 @@ def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path, kind
             seen_in_handle.extend(
                 other.execute(
                     "SELECT tool, user_id, approved_by, status FROM rastrillo_audit"
-                    " WHERE call_id = 'early-1'"
+                    " WHERE call_id = 'early-1' ORDER BY id"
                 )
             )
 
@@ -214,8 +214,12 @@ def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path, kind
         call_id="early-1",
     )
     approved = _approved(app, call)
+    audit.flush(app.db)  # the proposal's row, queued, is on disk before the handle looks
     assert run(app, approved).text == "cancelled 7"
-    assert seen_in_handle == [("orders_id_cancel_post", "3", "3", None)]
+    assert seen_in_handle == [
+        ("orders_id_cancel_post", "3", None, None),  # the proposal, refused for confirmation
+        ("orders_id_cancel_post", "3", "3", None),
+    ]
     [row, _] = audit.latest(app.db, limit=2)
     assert (row.call_id, row.status, row.approved_by) == ("early-1", 200, "3")
     app.db.dispose()
