@@ -119,7 +119,7 @@ class App:
             framework_routes += authorize_routes(self.origin, options.tools, self.templates)
             self._agents = AgentEndpoints(self._build_agents)
         if console.enabled(options.console):
-            framework_routes += console.console_routes(self, options.tools)
+            framework_routes += console.console_routes(self)
             self.templates.globals["console_path"] = console.CONSOLE_PATH
         self.router = Router([*options.routes, *framework_routes])
         self._registry = tuple(options.tools)

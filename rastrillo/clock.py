@@ -10,7 +10,9 @@ one form instants take in the framework (stored by
 within one process: it never steps when the wall clock is set.
 
 Everything the framework keeps or decides by asks the clock: an expiry, a due
-instant, a row's time, a call's duration, a grace. A wait on something real
+instant, a row's time, a call's duration, a grace. The log's once-a-window filter
+(``logs.RepeatFilter``) serves the whole process, not one app, so it asks the
+system clock unless a test gives it another. A wait on something real
 (a thread's condition, a lock, a pooled connection's idleness, a child
 process) is bounded in real seconds, ``time.monotonic`` beside the primitive
 that waits: a fake clock could not wake it. Those are the audit writer's

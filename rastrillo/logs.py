@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from numbers import Number
 
+from rastrillo.clock import SYSTEM_CLOCK, Clock
 from rastrillo.visible import for_terminal, literal
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -99,7 +99,7 @@ class RepeatFilter(logging.Filter):
     type) once per window, and with the next one say how many were held back: a fault
     repeated on every request, or every accept, must not fill the disk."""
 
-    def __init__(self, window: float = REPEAT_WINDOW, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, window: float = REPEAT_WINDOW, clock: Clock = SYSTEM_CLOCK):
         super().__init__()
         self.window = window
         self.clock = clock
@@ -109,7 +109,9 @@ class RepeatFilter(logging.Filter):
         if record.levelno < logging.WARNING:
             return True
         error = record.exc_info[0] if record.exc_info else None
-        due = self._repeats.due((record.name, record.levelno, record.msg, error), self.clock())
+        due = self._repeats.due(
+            (record.name, record.levelno, record.msg, error), self.clock.monotonic()
+        )
         if due is None:
             return False
         if due.held:

@@ -17,7 +17,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.scheduler.protocol import Scheduling
 
-from tests.support import Relay, Server, free_port
+from tests.support import Relay, Server, free_port, missing
 
 # Timing is measured in bench/, never in tests: no per-example deadline, which
 # would only make property tests flaky on a loaded CI machine.
@@ -49,9 +49,7 @@ TOGETHER = {
 def _postgres_database() -> Iterator[str]:
     base = os.environ.get(POSTGRES_URL_ENV)
     if not base:
-        if os.environ.get("CI"):
-            pytest.fail(f"{POSTGRES_URL_ENV} is not set: run the tests with `make test`")
-        pytest.skip(f"no PostgreSQL: set {POSTGRES_URL_ENV} or run `make test`")
+        missing(f"no PostgreSQL: set {POSTGRES_URL_ENV} or run `make test`")
     name = f"t_{secrets.token_hex(6)}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

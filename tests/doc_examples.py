@@ -9,8 +9,9 @@ Every page's examples run as a reader would use them, by these conventions:
   tests/docs/test_agents_fragments.py; a model provider's SDK is pointed at a
   fake of its API there). A fragment ending in ``...`` leaves the rest to the
   test. docs/mcp.md's fragments (agent SDKs connecting to a served app) are
-  read, not run. ```sh and ```console blocks are commands: the tests run the ones a
-  reader copies for an app folder (``rastrillo ...``, ``python app.py``).
+  read, not run, each saying why. ```sh and ```console blocks are commands: the
+  tests run the ones a reader copies for an app folder (``rastrillo ...``,
+  ``python app.py``).
 - A block whose first line is ``# actions/<path>`` is that action file,
   verbatim: the test writes it into a real app folder, generates, and requests
   it through the real app stack.
@@ -26,33 +27,60 @@ Every page's examples run as a reader would use them, by these conventions:
   answers once the example has run (``handle_py``).
 - The other ```python blocks of a page run in order in one namespace, as a
   reader pastes them into one module.
+
+Every ```python and ```py block is taken by some test with :func:`doc_block` or
+:func:`doc_blocks`, their arguments written as literals (or a module's string
+constants) so that tests/docs/test_every_example.py can tell which; a block no test
+runs says why on the line above its fence, ``<!-- not run: why -->``.
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
 
-_FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)
+_FENCE = re.compile(r"^(?:<!-- not run: ([^\n]+?) -->\n)?```([\w-]*)\n(.*?)^```$", re.S | re.M)
 _ELIDED_SETTINGS = re.compile(r"Options\(\s*\.\.\.,")
 
 APP_SETTINGS = "app_dir=Path(__file__).resolve().parent, routes=routes(), tools=tools(),"
 APP_IMPORTS = "from pathlib import Path\n\nimport rastrillo\nfrom gen import routes, tools\n\n"
 
 
-def doc_blocks(page: str, language: str) -> list[str]:
-    """The fenced blocks of ``page`` (a path from the repository root) in ``language``, in order."""
+@dataclass(frozen=True)
+class Fenced:
+    language: str
+    body: str
+    not_run: str | None
+    """Why no test runs it, as its ``<!-- not run: ... -->`` line says; None if one does."""
+
+
+def fenced(page: str) -> list[Fenced]:
+    """Every fenced block of ``page`` (a path from the repository root), in order."""
     text = (ROOT / page).read_text(encoding="utf-8")
-    return [body for tag, body in _FENCE.findall(text) if tag == language]
+    return [Fenced(tag, body, why or None) for why, tag, body in _FENCE.findall(text)]
+
+
+def doc_blocks(page: str, language: str) -> list[str]:
+    """The fenced blocks of ``page`` in ``language``, in order: a test that takes them
+    this way runs them all."""
+    return [block.body for block in fenced(page) if block.language == language]
 
 
 def doc_block(page: str, language: str, containing: str) -> str:
     """The one block of ``page`` in ``language`` that contains ``containing``."""
     [block] = [b for b in doc_blocks(page, language) if containing in b]
     return block
+
+
+def doc_actions(page: str) -> dict[str, str]:
+    """The action files ``page`` shows (its ```python blocks whose first line is
+    ``# actions/<path>``), by their path under ``actions/``."""
+    blocks = doc_blocks(page, "python")
+    return {action_path(block): block for block in blocks if block.startswith("# actions/")}
 
 
 def app_py(*blocks: str) -> str:

@@ -18,12 +18,13 @@ import pytest
 
 from rastrillo import visible
 from rastrillo.logs import IndentingFormatter, OneLineFilter, RepeatFilter
+from rastrillo.testing import ManualClock
 from tests.support import Server, free_port, until, write_app
 
 
 def test_a_repeated_message_is_written_once_a_window_with_a_count() -> None:
-    now = [0.0]
-    repeat = RepeatFilter(window=60, clock=lambda: now[0])
+    clock = ManualClock()
+    repeat = RepeatFilter(window=60, clock=clock)
     written: list[str] = []
 
     def log(msg: str, *args: object, exc: type[BaseException] | None = None) -> None:
@@ -46,7 +47,7 @@ def test_a_repeated_message_is_written_once_a_window_with_a_count() -> None:
     for _ in range(3):
         info = logging.LogRecord("notes", logging.INFO, __file__, 1, "saved %s", ("a",), None)
         assert repeat.filter(info)
-    now[0] = 61.0
+    clock.advance(61)
     log("accept failed: %s", "again", exc=OSError)
     assert written == [
         "accept failed: 0",

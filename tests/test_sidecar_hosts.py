@@ -1,5 +1,6 @@
 """Two sidecars on two "hosts", one PostgreSQL: one pass at a time, a killed holder
-replaced within the lease time, and the tickets demo's hold expiry done once.
+replaced by the standby (how soon: bench/bench_sidecar_takeover.py), and the tickets
+demo's hold expiry done once.
 
 The holder is killed with SIGKILL in the middle of a pass — while its
 transaction has expired some holds and waits on a row the test keeps locked —
@@ -26,7 +27,7 @@ from sqlalchemy import text
 import rastrillo
 from rastrillo.loader import load_options
 from rastrillo.storage import Database
-from tests.sidecar.test_process import assert_no_overlap
+from tests.sidecar.marks import assert_no_overlap, passes, read_marks
 from tests.support import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.processes]
@@ -61,7 +62,7 @@ HOST = textwrap.dedent(
 
     def mark(word):
         with MARKS.open("a") as f:
-            f.write(f"{word} {time.time():.6f}\\n")
+            f.write(f"{word} {time.monotonic():.6f}\\n")
 
 
     def release(ctx):
@@ -106,10 +107,7 @@ class Host:
         return self.log_path.read_text()
 
     def marks(self) -> list[tuple[str, float]]:
-        path = self.workdir / f"marks-{self.proc.pid}"
-        if not path.exists():
-            return []
-        return [(w, float(t)) for w, t in (line.split() for line in path.read_text().splitlines())]
+        return read_marks(self.workdir, self.proc.pid)
 
 
 def hold_expired_orders(db: Database) -> dict[int, int]:
@@ -159,7 +157,7 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
         until(lambda: _waiting_on_a_lock(db), "the pass to wait on the locked row")
         holder, standby = hosts
         holder.proc.kill()  # SIGKILL mid-pass: its expired holds are not committed
-        killed = time.time()
+        killed = time.monotonic()
         holder.proc.wait(5)
         blocker.rollback()  # the dead pass's transaction can now be rolled back by the server
         until(lambda: any(w == "end" for w, _ in standby.marks()), "the standby's pass", 30)
@@ -174,18 +172,8 @@ def test_sidecars_on_two_hosts_take_turns_and_a_killed_holder_is_replaced(pg_url
                 host.proc.kill()
                 host.proc.wait()
     # The killed pass ran no further than its kill; no two passes ran at once.
-    passes = []
-    for host in hosts:
-        start = None
-        for word, at in host.marks():
-            if word == "start":
-                start = at
-            elif start is not None:
-                passes.append((start, at, host.proc.pid))
-                start = None
-        if start is not None:
-            passes.append((start, killed, host.proc.pid))
-    assert_no_overlap(sorted(passes))
+    pids = [host.proc.pid for host in hosts]
+    assert_no_overlap(passes(tmp_path, pids, {hosts[0].proc.pid: killed}))
     # Every hold expired, and its tickets went back on sale exactly once.
     statuses = db.query(
         "SELECT status, COUNT(*) AS n FROM orders WHERE id > :seeded GROUP BY status",

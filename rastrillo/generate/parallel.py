@@ -66,7 +66,11 @@ def _other_threads() -> bool:
 
 
 def map_chunks(
-    work: Callable[[Sequence[Item]], list[Result]], items: Sequence[Item], processes: int
+    work: Callable[[Sequence[Item]], list[Result]],
+    items: Sequence[Item],
+    processes: int,
+    *,
+    sending: float = 0.0,
 ) -> list[Result]:
     """``work(items)``, computed as ``processes`` consecutive chunks at once, joined in order.
 
@@ -77,52 +81,57 @@ def map_chunks(
     raises `WorkerLost`. A chunk no child could be forked for (EAGAIN: too many
     processes) is worked here too. Children left when this process stops early (an
     exception, a Ctrl-C) are killed and reaped, never left running.
+
+    ``sending``: what pickling one result costs a child, as a share of working its item.
+    Each child's chunk is that much smaller than this process's, so that a child has sent
+    its results by the time this process has worked its own chunk, rather than keep it
+    waiting.
     """
-    if processes <= 1 or len(items) < 2:
+    processes = min(processes, len(items))
+    if processes <= 1:
         return work(items)
     import pickle  # only here: a sequential run never needs it
 
-    size = -(-len(items) // processes)
-    chunks = [items[start : start + size] for start in range(0, len(items), size)]
+    size = max(1, int(len(items) / (processes + sending)))  # each child's
+    first = len(items) - (processes - 1) * size
+    chunks = [items[:first]]
+    chunks += [items[start : start + size] for start in range(first, len(items), size)]
     parent = os.getpid()
-    children: list[tuple[int, int, Sequence[Item]]] = []  # (pid, its pipe, its chunk)
+    children: list[tuple[_Child, Sequence[Item]]] = []  # each with its chunk
     try:
         here = [chunks[0]]
         for index, chunk in enumerate(chunks[1:], 1):
             try:
-                children.append((*_fork(work, chunk, pickle.dumps), chunk))
+                children.append((_fork(work, chunk, pickle.dumps), chunk))
             except OSError:  # no more processes: the rest is read here, in order
                 here += chunks[index:]
                 break
         results = work(here[0])
         while children:
-            pid, fd, chunk = children[0]
-            data = _read_all(fd)
-            status = _reaped(pid)
+            child, chunk = children[0]
+            data = _read_all(child.pipe)
+            code = child.reaped()
             del children[0]
-            os.close(fd)
-            if status == 0 or (status is None and data):
-                results += _loaded(data, status, len(chunk))
-            elif status is None or (
-                os.WIFEXITED(status) and os.WEXITSTATUS(status) == _WORK_RAISED
-            ):
+            child.close()
+            if code == 0 or (code is None and data):
+                results += _loaded(data, code, len(chunk))
+            elif code is None or code == _WORK_RAISED:
                 results += work(chunk)  # it raised (or its status is unknown): as here
             else:
-                raise WorkerLost(_lost(status, len(chunk)))
+                raise WorkerLost(_lost(code, len(chunk)))
         for chunk in here[1:]:
             results += work(chunk)
         return results
     finally:
         if os.getpid() != parent:  # a child interrupted as it was forked: never the parent's
             os._exit(_WORK_RAISED)
-        for pid, fd, _ in children:
-            with contextlib.suppress(ProcessLookupError):  # ended and reaped already
-                os.kill(pid, _SIGKILL)
-            _reaped(pid)
-            os.close(fd)
+        for child, _ in children:
+            child.kill()
+            child.reaped()
+            child.close()
 
 
-def _loaded(data: bytes, status: int | None, count: int) -> list[Result]:
+def _loaded(data: bytes, code: int | None, count: int) -> list[Result]:
     """A child's results; `WorkerLost` when what came through its pipe is not all of them
     (killed as it wrote, its status gone with it: the kernel reaped it)."""
     import pickle  # loaded already by map_chunks, which alone forks
@@ -131,23 +140,79 @@ def _loaded(data: bytes, status: int | None, count: int) -> list[Result]:
         result: list[Result] = pickle.loads(data)
         return result
     except Exception as exc:  # cut short, a truncated pickle fails in many ways
-        raise WorkerLost(_lost(status, count)) from exc
+        raise WorkerLost(_lost(code, count)) from exc
 
 
-def _reaped(pid: int) -> int | None:
-    """A child's exit status, once it has ended; None when it was reaped by another (the
-    process ignores SIGCHLD, so the kernel reaps its children itself)."""
-    try:
-        return os.waitpid(pid, 0)[1]
-    except ChildProcessError:
+class _Child:
+    """A forked child and the pipe its results come through.
+
+    Where Linux gives one (`os.pidfd_open`), the child is named by a descriptor, not by
+    its number: once a child has ended and been reaped, by the kernel itself when this
+    process ignores SIGCHLD, its number may be given to any new process, and a SIGKILL
+    sent to the number would end that stranger. A descriptor names the one process,
+    ended or not. ``pid`` is None once the child is known to be gone.
+    """
+
+    __slots__ = ("pid", "pidfd", "pipe")
+
+    def __init__(self, pid: int, pipe: int) -> None:
+        self.pid: int | None = pid
+        self.pidfd: int | None = None
+        self.pipe = pipe
+        if hasattr(os, "pidfd_open"):
+            try:
+                self.pidfd = os.pidfd_open(pid)
+                # A process that is not this one's child (its number given again before the
+                # descriptor was opened) cannot be waited for: ChildProcessError.
+                os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except (ProcessLookupError, ChildProcessError):  # gone, its number free again
+                self.pid = None
+                self._close_pidfd()
+            except OSError:  # a kernel without them (waiting on one: 5.4): by its number
+                self._close_pidfd()
+
+    def kill(self) -> None:
+        """SIGKILL, unless the child is gone."""
+        if self.pidfd is not None:
+            import signal  # only when a run stops early
+
+            with contextlib.suppress(ProcessLookupError):  # ended already
+                signal.pidfd_send_signal(self.pidfd, _SIGKILL)
+        elif self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):  # ended and reaped already
+                os.kill(self.pid, _SIGKILL)
+
+    def reaped(self) -> int | None:
+        """Its exit code once it has ended (minus the signal that ended it); None when it
+        was reaped by another (this process ignores SIGCHLD, so the kernel reaps its
+        children itself)."""
+        try:
+            if self.pidfd is not None:
+                ended = os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED)
+                assert ended is not None  # None only with WNOHANG
+                code = ended.si_status
+                return code if ended.si_code == os.CLD_EXITED else -code
+            if self.pid is not None:
+                return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        except ChildProcessError:
+            pass
         return None
+
+    def close(self) -> None:
+        os.close(self.pipe)
+        self._close_pidfd()
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 def _fork(
     work: Callable[[Sequence[Item]], list[Result]],
     chunk: Sequence[Item],
     dumps: Callable[[object], bytes],
-) -> tuple[int, int]:
+) -> _Child:
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -157,7 +222,7 @@ def _fork(
         raise
     if pid:
         os.close(write_end)
-        return pid, read_end
+        return _Child(pid, read_end)
     status = _WORK_RAISED
     try:
         os.close(read_end)
@@ -178,16 +243,15 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _lost(status: int | None, count: int) -> str:
-    if status is None:
+def _lost(code: int | None, count: int) -> str:
+    if code is None:
         how = "ended"
-    elif os.WIFSIGNALED(status):
+    elif code < 0:
         import signal  # only for this message
 
-        number = os.WTERMSIG(status)
-        how = f"was ended by signal {number} ({signal.strsignal(number) or 'unknown'})"
+        how = f"was ended by signal {-code} ({signal.strsignal(-code) or 'unknown'})"
     else:
-        how = f"exited with status {os.WEXITSTATUS(status)}"
+        how = f"exited with status {code}"
     return (
         f"a process reading {count} of the action files {how} before sending what it read; "
         "nothing was written: run the command again"

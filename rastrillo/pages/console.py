@@ -93,13 +93,13 @@ class Row:
     approval_state: str | None
 
 
-def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
-    """The console's routes for ``app`` and its registry ``tools``, for the app's router
-    (behind its CSRF and session middleware)."""
+def console_routes(app: Target) -> list[Route]:
+    """The console's routes for ``app`` and its registry (``app.tools``), for the app's
+    router (behind its CSRF and session middleware)."""
 
     @require
     def show(ctx: Context) -> Response:
-        return _page(app.db, tools, ctx, ctx.query.get("format", FORMATS[0]), None)
+        return _page(app.db, app.tools, ctx, ctx.query.get("format", FORMATS[0]), None)
 
     @require
     async def run(ctx: Context) -> Response:
@@ -109,7 +109,7 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
         approval_id = form.get("approval") or None
         if approval_id is None:
             tool = form.get("tool", "")
-            defn = next((d for d in tools if d.id == tool), None)
+            defn = next((d for d in app.tools if d.id == tool), None)
             args: Mapping[str, object] = _form_args(defn, form)
         else:
             # Re-run an approved call exactly as it was proposed: taken from the
@@ -129,12 +129,12 @@ def console_routes(app: Target, tools: Sequence[ToolDef]) -> list[Route]:
             approval=approval_id,
         )
         try:
-            result = await dispatch(app, tools, call)
+            result = await dispatch(app, call)
             outcome = Outcome(tool, args, result=result)
         except ToolError as exc:
             outcome = Outcome(tool, args, error=exc)
         page_format = form.get("format", FORMATS[0])
-        return await threads.in_thread(_page, app.db, tools, ctx, page_format, outcome)
+        return await threads.in_thread(_page, app.db, app.tools, ctx, page_format, outcome)
 
     return [
         Route("GET", CONSOLE_PATH, _SOURCE, show),

@@ -128,6 +128,8 @@ class Writer:
         """The database made the writer wait: a row is queued as it is stored."""
         self._idle = False
         """The thread waits for rows: a new row must wake it."""
+        self._hurry = False
+        """Someone waits for the rows queued: the next batch is taken without lingering."""
 
     def put(self, row: Entry) -> None:
         with self._lock:  # the condition's own lock, without its Python-level wrapper
@@ -185,6 +187,9 @@ class Writer:
         deadline = time.monotonic() + timeout
         with self._cond:
             target = self._queued
+            if self._settled(until_outage) < target:
+                self._hurry = True
+                self._cond.notify_all()  # the writer among the other waiters
             while (
                 self._settled(until_outage) < target
                 and not (until_outage and self._outage)
@@ -223,8 +228,11 @@ class Writer:
 
     def _run(self) -> None:
         while True:
-            time.sleep(self._LINGER_SECONDS)  # let a batch gather: one commit for many rows
             with self._cond:
+                # Let a batch gather (one commit for many rows), unless its rows are waited for.
+                end = time.monotonic() + self._LINGER_SECONDS
+                while not self._hurry and (left := end - time.monotonic()) > 0:
+                    self._cond.wait(left)
                 if not self._rows:
                     self._idle = True
                     self._cond.wait(self._IDLE_SECONDS)
@@ -233,6 +241,7 @@ class Writer:
                     self._running = False
                     return
                 self._batch, self._rows = self._rows, []
+                self._hurry = False
             db = self._db()
             if db is None:  # collected with rows queued: they have nowhere to go
                 for entry in self._batch:

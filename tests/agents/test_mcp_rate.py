@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +23,7 @@ from sqlalchemy import func, select
 from rastrillo.agents import grants, oauth
 from rastrillo.agents.mcp import RATE_LIMIT_META
 from rastrillo.app import App
-from rastrillo.limits import CallCounter, CallLimit
+from rastrillo.limits import CallLimit
 from rastrillo.loader import load_options
 from rastrillo.testing import ManualClock, live_server
 from rastrillo.tools import audit
@@ -234,18 +233,3 @@ def test_refreshing_a_grant_in_a_loop_stores_no_more_than_the_limit(oauth_served
     assert server.refresh(client_id, tokens["refresh_token"]).status_code == 200
     # The access tokens that expired in that hour were deleted as it refreshed.
     assert token_rows(server) < stored
-
-
-def test_the_example_in_docs_mcp_sets_the_limit_it_says():
-    doc = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "mcp_call_limit" in b]
-    namespace: dict[str, object] = {}
-    exec(compile(block, "docs/mcp.md", "exec"), namespace)
-    limit = namespace["OPTIONS"].mcp_call_limit
-    # What its comment says: 600 calls at once, then one a second.
-    clock = ManualClock()
-    counter = CallCounter(limit, clock)
-    assert [counter.take("g") is None for _ in range(601)] == [True] * 600 + [False]
-    clock.advance(1)
-    assert counter.take("g") is None
-    assert counter.take("g") is not None

@@ -8,7 +8,6 @@ session calls again with the same arguments: the write runs once.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from rastrillo.agents import grants
 from rastrillo.storage import Database
 from tests.agents.mcp_app import Person, make_app
+from tests.support import missing
 
 TS = Path(__file__).parent / "ts"
 
@@ -26,10 +26,7 @@ TS = Path(__file__).parent / "ts"
 def node_client() -> list[str]:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None or not (TS / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        message = "the TypeScript MCP SDK is missing: run `make test` (npm ci in tests/agents/ts)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing("the TypeScript MCP SDK: run `make test` (npm ci in tests/agents/ts)")
     return [node, str(TS / "client.mjs")]
 
 

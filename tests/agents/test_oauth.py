@@ -6,6 +6,7 @@ no grant, or a revoked one.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import dataclasses
@@ -31,6 +32,7 @@ from sqlalchemy import MetaData, event, select, update
 
 from rastrillo.agents import grants, oauth
 from rastrillo.agents.mcp import APPROVAL_META
+from rastrillo.agents.oauth.authority import Authority
 from rastrillo.agents.tables import authorizations_table, clients_table
 from rastrillo.app import App
 from rastrillo.routing import (
@@ -380,24 +382,45 @@ def test_a_code_used_twice_is_refused_and_revokes_what_it_gave(stored: Server):
     assert stored.live_grants() == []
 
 
-def test_of_two_exchanges_of_one_code_at_once_neither_keeps_a_grant(stored: Server):
+def meet_before(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """Each of two requests reaches ``Authority.<method>`` with what it presented loaded
+    (found live), and neither goes on until both have: "at once", forced, not left to
+    how the threads happen to run."""
+    both = asyncio.Barrier(2)
+    original = getattr(Authority, method)
+
+    async def met(self: Authority, *args: object) -> object:
+        async with asyncio.timeout(30):  # a bound on a hang: the other never came
+            await both.wait()
+        return await original(self, *args)
+
+    monkeypatch.setattr(Authority, method, met)
+
+
+def test_of_two_exchanges_of_one_code_at_once_neither_keeps_a_grant(
+    stored: Server, monkeypatch: pytest.MonkeyPatch
+):
     client_id = stored.register()
     verifier, challenge = pkce()
     code = stored.code(client_id, challenge)
+    meet_before(monkeypatch, "exchange_authorization_code")
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda _: stored.exchange(client_id, code, verifier), range(2)))
-    # One may be answered before the other arrives; whatever it got is revoked with the grant.
+    # Both found the code unused; one redeems it, and whatever it got is revoked with the grant.
     assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
     assert stored.live_grants() == []
 
 
-def test_of_two_refreshes_with_one_token_at_once_neither_keeps_the_grant(stored: Server):
+def test_of_two_refreshes_with_one_token_at_once_neither_keeps_the_grant(
+    stored: Server, monkeypatch: pytest.MonkeyPatch
+):
     client_id, tokens = stored.tokens()
+    meet_before(monkeypatch, "exchange_refresh_token")
     with ThreadPoolExecutor(2) as pool:
         answers = list(
             pool.map(lambda _: stored.refresh(client_id, tokens["refresh_token"]), range(2))
         )
-    # One may be answered before the other arrives; whatever it got is revoked with the grant.
+    # Both found the token live; one rotates it, and whatever it got is revoked with the grant.
     assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
     assert stored.live_grants() == []
 

@@ -31,18 +31,12 @@ from rastrillo.cli.main import main
 from rastrillo.loader import load_options
 from rastrillo.sessions import cookie_name, create_session
 from rastrillo.testing import TestApp
-from tests.doc_examples import doc_blocks, handle_py
+from tests.doc_examples import doc_block, handle_py
 from tests.support import write_app
 
 PAGE = "docs/agents.md"
 TICKETS = Path(__file__).parents[2] / "examples" / "tickets"
 CANCEL_7 = "Cancel order 7? Its tickets go back on sale."
-
-
-def fragment(starting: str) -> str:
-    """The one ```py block of the page whose first line is ``starting``."""
-    [block] = [b for b in doc_blocks(PAGE, "py") if b.startswith(starting)]
-    return block
 
 
 async def run(block: str, namespace: dict[str, Any], name: str) -> None:
@@ -58,7 +52,7 @@ def tickets_copy(folder: Path) -> Path:
     ``consent.get``/``decide`` fragment as a handle's body), generated."""
     app_dir = folder / "tickets"
     shutil.copytree(TICKETS, app_dir, ignore=shutil.ignore_patterns("*.db*", "__pycache__"))
-    page = fragment("from rastrillo.tools import consent")
+    page = doc_block(PAGE, "py", "from rastrillo.tools import consent")
     body = f"approval_id = ctx.params['approval_id']\n{page}"
     decide = app_dir / "actions" / "my-approvals" / "[approval_id].POST.py"
     decide.parent.mkdir(parents=True)
@@ -146,7 +140,7 @@ async def the_page(app_dir: Path, db_url: str, tmp_path: Path) -> None:
     ns: dict[str, Any] = {"OPTIONS": options, "session_id": session_id}
 
     # Dispatch: the read runs as user 1.
-    await run(fragment("import rastrillo\nfrom rastrillo.tools import Call"), ns, "Dispatch")
+    await run(doc_block(PAGE, "py", "dispatch_sync\n\napp = rastrillo.handler"), ns, "Dispatch")
     app = ns["app"]
     try:
         await the_fragments(ns, app, session_id, tmp_path)
@@ -165,7 +159,7 @@ async def the_fragments(ns: dict[str, Any], app: Any, session_id: str, tmp_path:
     assert result.json()["order"]["id"] == 7
 
     # With the Anthropic SDK: a reply of two tool calls, the read run and the write held.
-    await run(fragment("import json\n\nimport anthropic"), ns, "Anthropic")
+    await run(doc_block(PAGE, "py", "import json\n\nimport anthropic"), ns, "Anthropic")
     sent: list[dict[str, Any]] = []
     ns["client"] = anthropic.AsyncAnthropic(api_key="-", http_client=fake_api(anthropic_api(sent)))
     messages = [{"role": "user", "content": "Cancel order 7, I can't go."}]
@@ -182,7 +176,7 @@ async def the_fragments(ns: dict[str, Any], app: Any, session_id: str, tmp_path:
     pydantic.TypeAdapter(list[anthropic.types.MessageParam]).validate_python(sent[1]["messages"])
 
     # With the OpenAI SDK (Chat Completions).
-    await run(fragment("import json\n\nimport openai"), ns, "OpenAI")
+    await run(doc_block(PAGE, "py", "import json\n\nimport openai"), ns, "OpenAI")
     sent = []
     ns["client"] = openai.AsyncOpenAI(api_key="-", http_client=fake_api(openai_api(sent)))
     messages = await ns["ask"](app, session_id, [{"role": "user", "content": "Order 8?"}])
@@ -194,7 +188,7 @@ async def the_fragments(ns: dict[str, Any], app: Any, session_id: str, tmp_path:
     assert sent[0]["tools"][0]["function"]["strict"] is True
 
     # Consent: the write waits for user 1, whose own page approves it.
-    await run(fragment("from rastrillo.tools import ConfirmRequired"), ns, "Consent")
+    await run(doc_block(PAGE, "py", "from rastrillo.tools import ConfirmRequired"), ns, "Consent")
     pending = ns["pending"]
     assert pending.sentence == CANCEL_7
     assert pending.url == f"{app.origin}/_rastrillo/approvals/{pending.approval_id}"
@@ -202,15 +196,21 @@ async def the_fragments(ns: dict[str, Any], app: Any, session_id: str, tmp_path:
     browser.cookies.set(cookie_name(app.origin), session_id)
     decided = await asyncio.to_thread(browser.post, f"/my-approvals/{pending.approval_id}")
     assert (decided.status_code, decided.json()) == (200, {"sentence": CANCEL_7})
-    await run(fragment("import dataclasses\n\nresult = await"), ns, "the call again")
+    await run(doc_block(PAGE, "py", "import dataclasses\n\nresult = await"), ns, "the call again")
     with pytest.raises(rastrillo.tools.ApprovalInvalid):  # once
-        await run(fragment("import dataclasses\n\nresult = await"), ns, "the call again")
+        await run(
+            doc_block(PAGE, "py", "import dataclasses\n\nresult = await"), ns, "the call again"
+        )
 
     # TooManyApprovals: 20 proposals of the agent already wait for user 1.
     for order_id in range(100, 120):
         with pytest.raises(rastrillo.tools.ConfirmRequired):
             await ns["dispatch"](app, dataclasses.replace(ns["cancel"], args={"id": str(order_id)}))
-    await run(fragment("from rastrillo.tools import TooManyApprovals"), ns, "TooManyApprovals")
+    await run(
+        doc_block(PAGE, "py", "from rastrillo.tools import TooManyApprovals"),
+        ns,
+        "TooManyApprovals",
+    )
     assert ns["waiting"] == 20
 
 
@@ -225,7 +225,9 @@ def test_the_fragments_run_as_the_page_shows(
 
 def test_the_testing_example_runs_on_the_tickets_demo(tmp_path: Path) -> None:
     namespace: dict[str, Any] = {"APP_DIR": TICKETS}
-    asyncio.run(run(fragment("from rastrillo.testing import TestApp"), namespace, "Testing"))
+    asyncio.run(
+        run(doc_block(PAGE, "py", "from rastrillo.testing import TestApp"), namespace, "Testing")
+    )
     namespace["test_an_agent_cancels_an_order_once_approved"](tmp_path)
 
 
@@ -252,7 +254,9 @@ def test_the_handle_reading_ctx_args_answers_a_bad_quantity_with_the_page(
     db_url: str, tmp_path: Path
 ) -> None:
     """The fragment's last line, ``...``, is the rest of the handler: here, the quantity."""
-    handle = fragment("@sessions.require").replace("    ...\n", "    return ctx.json(quantity)\n")
+    handle = doc_block(PAGE, "py", "@sessions.require").replace(
+        "    ...\n", "    return ctx.json(quantity)\n"
+    )
     app_dir = write_app(
         tmp_path / "app",
         {"events/[id]/buy.POST.py": BUY_TOOL + handle},

@@ -1,6 +1,7 @@
 """docs/mcp.md's examples (conventions: tests/doc_examples.py): the app.py that turns
 ``/mcp`` on, the test that lists its tools with a personal token, and the operator's
-``rastrillo agents`` commands, each doing what its comment says."""
+``rastrillo agents`` commands, each doing what its comment says, and the call limit it
+sets."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import shlex
 
 from rastrillo.agents import grants
 from rastrillo.cli.main import main
+from rastrillo.limits import CallCounter
 from rastrillo.loader import load_options
-from rastrillo.testing import TestApp
+from rastrillo.testing import ManualClock, TestApp
 from tests.doc_examples import app_py, doc_block
 from tests.support import write_app
 
@@ -56,12 +58,13 @@ def test_the_operators_commands_do_what_their_comments_say(tmp_path, monkeypatch
     )
     monkeypatch.chdir(app_dir)  # `--app .`, as the page writes it
     [live, every, one_user, revoke] = operator_commands()
-    with TestApp(app_dir, tmp_path, db=str(app_dir / "app.db")) as t:
+    clock = ManualClock()
+    with TestApp(app_dir, tmp_path, db=str(app_dir / "app.db"), clock=clock) as t:
         gone = grants.create_grant(t.db, user_id="3", agent="old", client="Claude")
         grants.revoke(t.db, gone.id)
         desk, token, _ = grants.personal_token(t.db, user_id="3", agent="desk")
+        clock.advance(1)
         later = grants.create_grant(t.db, user_id="4", agent="script", client="Cursor")
-        assert later.created_at > desk.created_at  # a write apart: microseconds differ
 
         def listed(argv: list[str]) -> list[str]:
             assert main(argv[1:]) == 0, argv
@@ -92,3 +95,17 @@ def tools_list(t: TestApp, token: str):
             "MCP-Protocol-Version": "2025-11-25",
         },
     )
+
+
+def test_the_example_in_docs_mcp_sets_the_limit_it_says():
+    block = doc_block(PAGE, "python", "mcp_call_limit")
+    namespace: dict[str, object] = {}
+    exec(compile(block, "docs/mcp.md", "exec"), namespace)
+    limit = namespace["OPTIONS"].mcp_call_limit
+    # What its comment says: 600 calls at once, then one a second.
+    clock = ManualClock()
+    counter = CallCounter(limit, clock)
+    assert [counter.take("g") is None for _ in range(601)] == [True] * 600 + [False]
+    clock.advance(1)
+    assert counter.take("g") is None
+    assert counter.take("g") is not None

@@ -10,7 +10,7 @@ import pytest
 
 from rastrillo import sessions
 from rastrillo.testing import ManualClock, TestApp
-from tests.doc_examples import action_path, app_py, doc_block, doc_blocks, handle_py
+from tests.doc_examples import app_py, doc_actions, doc_block, handle_py
 from tests.support import LIGHT, write_app
 
 PAGE = "docs/sessions.md"
@@ -23,7 +23,7 @@ CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, event TEXT N
 @pytest.fixture(scope="module")
 def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The page's actions and its app.py, generated once for the module."""
-    actions = {action_path(b): b for b in doc_blocks(PAGE, "python") if b.startswith("# actions/")}
+    actions = doc_actions(PAGE)
     assert sorted(actions) == [
         "account.GET.py",
         "email.POST.py",

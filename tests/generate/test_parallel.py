@@ -13,6 +13,7 @@ import pytest
 from rastrillo.errors import GenerateError, RastrilloError
 from rastrillo.generate import generate, parallel, scan_actions
 from rastrillo.generate.parallel import WorkerLost, map_chunks
+from tests.support import missing
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
 
@@ -39,6 +40,17 @@ BROKEN = [
     "import rastrillo\nTOOL = 1\nTOOL = 2\n" + HANDLE,
     b"# coding: latin-1\n\xff = 1\n".decode("latin-1"),  # no handle, read as latin-1
 ]
+
+
+@pytest.fixture(params=["pidfd", "number"])
+def children_named(request, monkeypatch):
+    """Each test twice where Linux names children by descriptor: once so, once by their
+    number, as where there is no `os.pidfd_open` (macOS, a kernel before 5.3)."""
+    if request.param == "number":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open here")
+    return request.param
 
 
 def valid_app(root: Path, count: int) -> Path:
@@ -104,7 +116,7 @@ def test_the_command_on_one_cpu_and_on_several_prints_and_writes_the_same(tmp_pa
     files are above the threshold), sequential when held to one; its forks are counted."""
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     if len(cpus) < 2:
-        pytest.skip("needs two CPUs to compare with one")
+        missing("a second CPU to compare one with")
     for make in (valid_app, broken_app):
         app = make(tmp_path / make.__name__, 450)
         runs = []
@@ -135,7 +147,19 @@ def test_chunks_are_worked_in_children_and_joined_in_order():
     assert len({pid for _, pid in pids}) == 3
 
 
-def test_a_child_that_dies_is_reported_not_lost():
+def test_a_child_works_a_chunk_smaller_by_what_sending_its_results_costs():
+    """Sending a result costing a tenth of working an item, each of two children works
+    1,000 / 3.1 items (322) and this process the rest: 356, and the order is kept."""
+    pids = map_chunks(
+        lambda chunk: [(item, os.getpid()) for item in chunk], range(1000), 3, sending=0.1
+    )
+    assert [item for item, _ in pids] == list(range(1000))
+    counts = [sum(1 for _, pid in pids if pid == one) for one in dict.fromkeys(p for _, p in pids)]
+    assert counts == [356, 322, 322]
+    assert pids[0][1] == os.getpid()
+
+
+def test_a_child_that_dies_is_reported_not_lost(children_named):
     parent = os.getpid()
 
     def work(chunk):
@@ -158,7 +182,7 @@ def test_what_a_childs_work_raises_is_raised_here_as_a_sequential_run_raises_it(
         map_chunks(work, range(10), 2)
 
 
-def test_children_are_killed_and_reaped_when_this_process_stops_early():
+def test_children_are_killed_and_reaped_when_this_process_stops_early(children_named):
     """This process's own chunk raises while a child is still working (blocked on a pipe
     nobody writes): the child is killed and reaped, and the error is this process's."""
     parent = os.getpid()
@@ -235,7 +259,7 @@ def test_a_fork_refused_reads_its_chunks_here_and_leaves_no_pipe_open(monkeypatc
         assert set(os.listdir("/proc/self/fd")) == opened
 
 
-def test_children_reaped_by_the_kernel_still_give_their_results():
+def test_children_reaped_by_the_kernel_still_give_their_results(children_named):
     """A process that ignores SIGCHLD has its children reaped by the kernel, so their
     status is gone: what they sent is taken, as a sequential run would have read it."""
     before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -252,3 +276,69 @@ def test_results_cut_short_with_no_status_to_say_why_are_a_lost_child_not_a_trac
     with pytest.raises(WorkerLost, match="a process reading 7 of the action files ended before"):
         parallel._loaded(whole[: len(whole) // 2], None, 7)
     assert parallel._loaded(whole, None, 7) == list(range(10_000))
+
+
+NUMBER_GIVEN_AGAIN = """\
+import os, signal
+from rastrillo.generate.parallel import map_chunks
+
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps this process's children
+parent = os.getpid()
+told, tell = os.pipe()
+asked, ask = os.pipe()
+answer, answered = os.pipe()
+seen = []
+
+
+def work(chunk):
+    if os.getpid() != parent:
+        os.write(tell, str(os.getpid()).encode())
+        return list(chunk)
+    child = int(os.read(told, 64))
+    try:
+        os.waitpid(-1, 0)  # ignoring SIGCHLD: fails once every child has ended and gone
+    except ChildProcessError:
+        pass
+    with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+        last.write(str(child - 1))  # the next process made gets the child's number
+    stranger = os.fork()
+    if not stranger:  # answers each question while it lives
+        while os.read(asked, 1):
+            os.write(answered, b"y")
+        os._exit(0)
+    os.close(answered)
+    seen.extend((child, stranger))
+    raise KeyError("this process's own chunk")
+
+
+try:
+    map_chunks(work, range(4), 2)
+except KeyError:
+    pass
+os.write(ask, b"?")
+print(*seen, os.read(answer, 1) == b"y")
+"""
+
+
+def test_a_child_reaped_by_the_kernel_is_not_signalled_by_its_number_given_again():
+    """Ignoring SIGCHLD, a child that has ended is reaped by the kernel and its number may
+    go to a new process; the cleanup after an early stop must not kill that stranger.
+    Run as the first process of a new PID namespace, where the number the next process
+    gets can be set (``ns_last_pid``: root only), so the stranger gets the child's."""
+    probe = ["unshare", "--pid", "--fork", "--mount-proc", "true"]
+    try:
+        usable = subprocess.run(probe, capture_output=True).returncode == 0
+    except FileNotFoundError:
+        usable = False
+    if not usable or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) for a PID namespace of its own")
+    shown = subprocess.run(
+        [*probe[:-1], sys.executable, "-c", NUMBER_GIVEN_AGAIN],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    child, stranger, answered = shown.split()
+    assert child == stranger  # the stranger has the child's number
+    assert answered == "True"  # and is alive

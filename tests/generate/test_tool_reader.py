@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +18,7 @@ from rastrillo.errors import Problem
 from rastrillo.generate.read import read_tool
 from rastrillo.generate.render import render_tools_module
 from rastrillo.generate.rules import check_registry
+from rastrillo.loader import load_file
 from rastrillo.registry.declare import (
     Access,
     Arg,
@@ -580,14 +581,12 @@ REGISTRY = [
 ]
 
 
-def load(source: str, tmp_path: Path, name: str = "gen_tools_under_test"):
+def load(source: str, tmp_path: Path, kind: str = "gen_tools_under_test") -> ModuleType:
+    """``source`` as a module written to a file and loaded as an app's are: once per
+    ``kind``."""
     file = tmp_path / "tools.py"
     file.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(file, kind)
 
 
 def test_rendered_module_round_trips_sorted_by_id(tmp_path: Path) -> None:

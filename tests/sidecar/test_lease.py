@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from rastrillo.sidecar import Lease, PassContext, SidecarLoop, read_state
 from rastrillo.sidecar.lease import record_pass
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
+from tests.support import until
 
 
 @pytest.fixture
@@ -147,10 +147,8 @@ def test_on_postgresql_expiry_goes_by_the_database_clock_not_a_hosts(pg_url: str
     a, b = Lease(here, ttl=2), Lease(skewed, ttl=2)
     assert a.hold()
     assert not b.hold()  # a host whose clock is a century ahead does not steal it
-    deadline = time.monotonic() + 10
-    while not b.hold():  # it takes over once the ttl has passed on the server's clock
-        assert time.monotonic() < deadline, "the standby never took over"
-        time.sleep(0.05)
+    # It takes over once the ttl has passed on the server's clock.
+    until(b.hold, "the standby to take over", 10, every=0.05)
     assert not a.hold()
     here.dispose()
     skewed.dispose()

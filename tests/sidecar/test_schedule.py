@@ -16,20 +16,9 @@ import pytest
 from rastrillo.sidecar import PassContext, SidecarLoop
 from rastrillo.sidecar.loop import EXIT_ABANDONED
 from rastrillo.sidecar.planner import backoff, next_due_from
+from rastrillo.testing import ManualClock
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.mono = 1000.0
-        self.wall_offset = 0.0
-
-    def now(self) -> datetime:
-        return T0 + timedelta(seconds=self.mono - 1000.0 + self.wall_offset)
-
-    def monotonic(self) -> float:
-        return self.mono
 
 
 Step = Any  # a return value, an exception to raise, or a function of the clock
@@ -45,7 +34,7 @@ class Run:
         on_sleep: Callable[[Run], None] | None = None,
         **loop_kwargs: Any,
     ) -> None:
-        self.clock = FakeClock()
+        self.clock = ManualClock(T0)
         self.script = script
         self.contexts: list[PassContext] = []
         self.sleeps: list[float] = []
@@ -66,7 +55,7 @@ class Run:
             await wake.wait()
             return
         self.sleeps.append(seconds)
-        self.clock.mono += seconds
+        self.clock.advance(seconds)
         if self.on_sleep is not None:
             self.on_sleep(self)
 
@@ -84,7 +73,7 @@ class Run:
         return [round((b - a).total_seconds(), 6) for a, b in pairwise(starts)]
 
 
-def later(seconds: float) -> Callable[[FakeClock], datetime]:
+def later(seconds: float) -> Callable[[ManualClock], datetime]:
     return lambda clock: clock.now() + timedelta(seconds=seconds)
 
 
@@ -113,9 +102,9 @@ def test_a_future_instant_is_honoured_exactly_in_chunks_of_at_most_a_minute() ->
 
 
 def test_the_wait_is_measured_from_when_the_pass_returns() -> None:
-    def slow(clock: FakeClock) -> datetime:
+    def slow(clock: ManualClock) -> datetime:
         start = clock.now()
-        clock.mono += 5
+        clock.advance(5)
         return start + timedelta(seconds=3)
 
     run = Run([slow, None]).go()
@@ -134,8 +123,8 @@ def test_a_past_instant_reruns_at_once_but_at_most_ten_times_a_second(
 
 
 def test_a_past_instant_from_a_pass_longer_than_the_gap_reruns_with_no_sleep() -> None:
-    def takes_a_while(clock: FakeClock) -> datetime:
-        clock.mono += 0.5
+    def takes_a_while(clock: ManualClock) -> datetime:
+        clock.advance(0.5)
         return clock.now()
 
     run = Run([takes_a_while] * 4).go()
@@ -185,7 +174,7 @@ def test_jitter_is_off_by_default_and_equal_jitter_when_enabled() -> None:
 def test_the_wall_clock_stepping_forward_runs_the_pass_within_a_minute() -> None:
     def step_forward_once(run: Run) -> None:
         if len(run.sleeps) == 1:
-            run.clock.wall_offset += 7200
+            run.clock.step(7200)
 
     run = Run([later(3600), None], on_sleep=step_forward_once).go()
     assert run.sleeps == [60]
@@ -194,7 +183,7 @@ def test_the_wall_clock_stepping_forward_runs_the_pass_within_a_minute() -> None
 def test_the_wall_clock_stepping_back_never_runs_the_pass_early() -> None:
     def step_back_once(run: Run) -> None:
         if len(run.sleeps) == 1:
-            run.clock.wall_offset -= 3600
+            run.clock.step(-3600)
 
     run = Run([later(300), None], on_sleep=step_back_once).go()
     assert sum(run.sleeps) == 3900
@@ -266,13 +255,13 @@ def test_a_pass_that_ignores_the_stop_is_abandoned_once_the_grace_passes_on_the_
 ) -> None:
     """The grace is measured and waited on the loop's clock and sleeper, as every other wait
     of the loop is: a fake clock ends it, with no real second waited."""
-    clock = FakeClock()
+    clock = ManualClock(T0)
     released = threading.Event()
     slept: list[float] = []
 
     async def sleep(seconds: float, wake: asyncio.Event) -> None:
         slept.append(seconds)
-        clock.mono += seconds
+        clock.advance(seconds)
 
     async def main() -> int:
         aio = asyncio.get_running_loop()

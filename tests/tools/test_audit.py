@@ -1158,6 +1158,24 @@ def test_the_end_of_an_apps_lifespan_writes_its_queued_rows(tmp_path, monkeypatc
         assert db.execute("SELECT tool FROM rastrillo_audit").fetchall() == [("orders_get",)]
 
 
+@pytest.mark.parametrize("exiting", [False, True], ids=["flush", "exit"])
+def test_a_flush_or_the_exits_wait_does_not_wait_out_the_writers_linger(
+    tmp_path, monkeypatch, exiting
+):
+    """The writer lingers before taking a batch, so that rows arriving together share a
+    commit. A flush (a command's call, a lifespan's end) or the exit wants the rows now: it
+    ends the linger. With a linger far past the wait's timeout, a wait that sat it out ends
+    with the row still pending, whatever the machine's speed."""
+    monkeypatch.setattr(audit_writer.Writer, "_LINGER_SECONDS", 60)
+    f = build(tmp_path)
+    call = Call(tool="orders_id_get", args={"id": "1"}, actor=AGENT, call_id="waited-for")
+    assert run(f.app, f.defs, call).status == 200
+    writer = audit_writer.writers[id(f.app.db)]
+    assert writer.wait(10, until_outage=exiting) == 0
+    assert [r.call_id for r in audit.latest(f.app.db)] == ["waited-for"]
+    f.app.db.dispose()
+
+
 def test_a_calls_duration_is_measured_on_the_apps_clock(tmp_path):
     """The row's duration is read from the clock the app was given, as every time the
     framework keeps is: a fake clock moved by 2.5 s while the call runs makes it 2500 ms."""
