@@ -11,6 +11,16 @@ from rastrillo.errors import written
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _GRANT_ID = re.compile(r"[0-9a-f]{32}")
+AGENT_NAME_RULE = "1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+"""The agent-name rule in words, for every message that refuses a name."""
+
+
+def is_grant_id(value: object) -> bool:
+    """Whether ``value`` could be a grant id (``secrets.token_hex(16)``): a ``str`` (never
+    a subclass) wholly matching. The one rule for a grant id from outside (a page's path,
+    a terminal), applied before any lookup: PostgreSQL refuses a NUL in text, and no
+    driver encodes a lone surrogate, so either would be a traceback, not "no such grant"."""
+    return type(value) is str and _GRANT_ID.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -52,10 +62,7 @@ class Actor:
             not self.human
             and isinstance(self.name, str)
             and _AGENT_NAME.fullmatch(self.name) is not None
-            and (
-                self.grant is None
-                or (type(self.grant) is str and _GRANT_ID.fullmatch(self.grant) is not None)
-            )
+            and (self.grant is None or is_grant_id(self.grant))
         )
 
     def __str__(self) -> str:

@@ -54,12 +54,11 @@ from rastrillo.pages import console
 from rastrillo.pages.agents import agents_routes
 from rastrillo.pages.approvals import approval_routes
 from rastrillo.pages.authorize import authorize_routes
-from rastrillo.pages.headers import SecurityHeaders, secured
+from rastrillo.pages.headers import SecurityHeaders
 from rastrillo.registry.declare import ToolDef
 from rastrillo.registry.validate import ArgError
 from rastrillo.router import Match, Router
 from rastrillo.routing import (
-    FRAMEWORK_PREFIX,
     HEALTH_PATH,
     NEXT_DUE_PATH,
     READY_PATH,
@@ -148,6 +147,9 @@ class App:
             # Only where the static files answer: elsewhere /static/… is an app page.
             exempt=(STATIC_PREFIX,) if self._static is not None else (),
         )
+        # The OAuth endpoints under /_rastrillo/ are framework pages as much as the approval
+        # page is: they get its headers, their 503s too, though they skip its middleware.
+        self._agent_stack = SecurityHeaders(self._agent_endpoint, app_pages=False)
         self._endpoints: dict[str, Callable[[Request], Any]] = {
             HEALTH_PATH: _healthz,
             READY_PATH: _get_only(readiness(self.db)),
@@ -216,7 +218,7 @@ class App:
         if scope["type"] == "http" and not is_tool_call(scope):
             path = raw_path(scope)
             if self._agents is not None and path in AGENT_PATHS:
-                await self._agent_endpoint(path, scope, receive, send)
+                await self._agent_stack(scope, receive, send)
                 return
             endpoint = self._endpoints.get(path)
         else:
@@ -227,19 +229,15 @@ class App:
             return
         await self._stack(scope, receive, send)
 
-    async def _agent_endpoint(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _agent_endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._agents is not None
         try:
-            endpoint = await self._agents.app_for(path)
+            endpoint = await self._agents.app_for(raw_path(scope))
         except Exception as exc:
             if not retryable(exc):
                 raise
             await unavailable(exc)(scope, receive, send)
             return
-        if path.startswith(FRAMEWORK_PREFIX):
-            # The OAuth endpoints under /_rastrillo/ are framework pages as much as the
-            # approval page is: they get its headers though they skip its middleware.
-            send = secured(send, override=True)
         await endpoint(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:

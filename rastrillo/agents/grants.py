@@ -45,7 +45,8 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql import Select
 
 from rastrillo import visible
-from rastrillo.actor import Actor
+from rastrillo.actor import AGENT_NAME_RULE, Actor, is_grant_id
+from rastrillo.registry.declare import UNSAFE_TEXT
 from rastrillo.sessions.store import (
     WHEN_USER_REVOKED,
     create_session,
@@ -74,6 +75,7 @@ __all__ = [
     "get_grant",
     "grant_session",
     "grant_with_tokens",
+    "is_grant_id",
     "issue_tokens",
     "list_grants",
     "live_grants_named",
@@ -102,7 +104,9 @@ Kind = Literal["access", "refresh", "personal"]
 _PREFIX: dict[Kind, str] = {"access": "rst_at_", "refresh": "rst_rt_", "personal": "rst_pt_"}
 _TOKEN = re.compile(r"rst_(?:at|rt|pt)_[A-Za-z0-9_-]{43}")
 _CLIENT_MAX = 100
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE = re.compile(f"{UNSAFE_TEXT}|[\t\n]")
+"""What a client's name keeps none of: what no text value holds, and no tab or line break
+in a name the agents page and ``agents list`` show on one line."""
 # "Last used" is for a person reading the agents page: a write at most once a
 # minute per grant keeps a busy agent from writing on every call.
 _TOUCH_EVERY = timedelta(minutes=1)
@@ -369,10 +373,7 @@ def check_agent_name(agent: str) -> None:
     """Raise :class:`GrantError`, saying why, unless a grant may act as ``agent``: a valid
     agent name, and not one of :data:`RESERVED_AGENTS`."""
     if not Actor.agent(agent).is_named_agent:
-        raise GrantError(
-            f"agent name {agent!r} is not valid: use letters, digits, '_', '.' or '-' "
-            "(up to 64, starting with a letter or digit)"
-        )
+        raise GrantError(f"An agent name is {AGENT_NAME_RULE}: {agent!r} is not one.")
     if agent.lower() in RESERVED_AGENTS:
         raise GrantError(
             f"agent name {agent!r} is the tool console's, which no other agent may use: "
@@ -556,6 +557,8 @@ def revoke(db: Database, grant_id: str, *, user_id: str | int | None = None) -> 
     that were still to be used end with it (:func:`consent.end_agent`): what the user
     approved for it must not wait on in the store for nothing.
     """
+    if not is_grant_id(grant_id):
+        return False
     condition = [grants_table.c.id == grant_id]
     if user_id is not None:
         condition.append(grants_table.c.user_id == str(user_id))
@@ -629,6 +632,8 @@ def revoke_token(db: Database, token: str) -> bool:
 
 def get_grant(db: Database, grant_id: str) -> Grant | None:
     """The grant with this id, revoked or not; None when there is none."""
+    if not is_grant_id(grant_id):
+        return None
     with db.read() as conn:
         row = (
             conn.execute(select(grants_table).where(grants_table.c.id == grant_id))
@@ -671,6 +676,8 @@ def _live_grant(conn: Connection, grant_id: str) -> Grant:
         )
         .mappings()
         .first()
+        if is_grant_id(grant_id)
+        else None
     )
     if row is None:
         raise GrantError("the grant does not exist or was revoked")

@@ -98,12 +98,11 @@ def _shown(result: Result) -> str:
 
 def _agent_name(name: str) -> str:
     """``--as``: a name an agent may have, refused here with the rule rather than by dispatch."""
-    from rastrillo.actor import Actor
+    from rastrillo.actor import AGENT_NAME_RULE, Actor
 
     if not Actor.agent(name).is_named_agent:
         raise argparse.ArgumentTypeError(
-            f"'{for_terminal(name)}' is no agent name: letters, digits, '_', '.' or '-', "
-            "at most 64, starting with a letter or digit"
+            f"'{for_terminal(name)}' is no agent name: an agent name is {AGENT_NAME_RULE}"
         )
     return name
 

@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from rastrillo import threads
-from rastrillo.actor import Actor, Approval
+from rastrillo.actor import AGENT_NAME_RULE, Actor, Approval
 from rastrillo.context import USER_SCOPE_KEY, ToolCallMarker
 from rastrillo.errors import written
 from rastrillo.registry.confirm import confirm_sentence
@@ -396,7 +396,7 @@ def _check_call(
     if not isinstance(actor, Actor) or not actor.is_named_agent:
         raise BadActor(
             "a tool call is made by a named agent: actor=rastrillo.Actor.agent('name'), "
-            "the name letters, digits, '_', '.' or '-'"
+            f"the name {AGENT_NAME_RULE}"
         )
     if actor.approval is not None:
         raise BadActor("an approval is passed as call.approval, never set on the actor")

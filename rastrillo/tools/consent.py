@@ -148,6 +148,12 @@ class ApprovalRecord:
         return self.status
 
 
+def _is_approval_id(value: object) -> bool:
+    """Whether ``value`` could be an approval id: the one rule, applied before any lookup,
+    for an id from outside (a page's path, a call's ``approval``)."""
+    return type(value) is str and _APPROVAL_ID.fullmatch(value) is not None
+
+
 def approval_path(approval_id: str) -> str:
     """The path of an approval's page (the app's origin makes it a link)."""
     return APPROVAL_PATH + approval_id
@@ -310,7 +316,7 @@ _FORGET = Prepared(
 
 def get(db: Database, approval_id: str) -> ApprovalRecord | None:
     """The approval with this id, or None (for anything that is not an approval id)."""
-    if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
+    if not _is_approval_id(approval_id):
         return None
     with db.read() as conn:
         row = conn.execute(_GET, {"approval_id": approval_id}).first()
@@ -332,6 +338,8 @@ def decide(
     tool call can never decide (``ToolError``): consent comes from the human.
     """
     user_id = _deciding_user(request_or_user_id)
+    if not _is_approval_id(approval_id):
+        raise ApprovalInvalid(approval_id, "unknown")
     now = db.clock.now()
     decision = {
         "approval_id": approval_id,
@@ -387,7 +395,7 @@ def settle(
             raise TooManyApprovals(waiting)
         tx.run(_FORGET, before=now - KEEP_ENDED)
         return _ask(tx, now, tool, args, sentence, actor, user_id, ttl, agent, wanted)
-    if not isinstance(approval_id, str) or _APPROVAL_ID.fullmatch(approval_id) is None:
+    if not _is_approval_id(approval_id):
         return None
     won = tx.run(_REDEEM, approval_id=approval_id, wanted=wanted, user=user_id, now=now)
     if not won:

@@ -15,7 +15,7 @@ from rastrillo.agents.grants import GrantError
 from rastrillo.sessions.store import create_session, end_sessions, find_session
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
-from rastrillo.tools import consent
+from rastrillo.tools import ApprovalInvalid, consent
 
 
 @pytest.fixture
@@ -446,3 +446,32 @@ def test_a_database_holding_live_grants_of_one_name_is_upgraded_when_opened(db_u
             )
     finally:
         again.dispose()
+
+
+@pytest.mark.parametrize(
+    "not_an_id", ["\x00", "0" * 31 + "\x00", "0" * 32 + "\n", "A" * 32, "a" * 5000, "\ud800"]
+)
+def test_what_is_no_grant_or_approval_id_finds_nothing(db, not_an_id):
+    """An id from outside (a page's path, a terminal, an app's own form) is full-matched
+    before any lookup: PostgreSQL refuses a NUL in text, and no driver encodes a lone
+    surrogate, so unmatched either would be a traceback, not the answer for no such id."""
+    grant = oauth_grant(db)
+    assert grants.revoke(db, not_an_id) is False
+    assert grants.revoke(db, not_an_id, user_id="3") is False
+    assert grants.get_grant(db, not_an_id) is None
+    with pytest.raises(GrantError, match="does not exist"):
+        grants.issue_tokens(db, not_an_id)
+    with pytest.raises(ApprovalInvalid, match="no such approval"):
+        consent.decide(db, "3", not_an_id, True)
+    assert grants.get_grant(db, grant.id) == grant
+
+
+@pytest.mark.parametrize("hidden", ["\u061c", "\u200e", "\u200f", "\u202e", "\x1b", "\t", "\n"])
+def test_a_client_name_keeps_no_character_a_text_value_may_not_hold(db, hidden):
+    """The one rule for hidden characters (``UNSAFE_TEXT``), and no tab or line break in a
+    name listed on one line: each is stored as U+FFFD, which every page shows."""
+    grant = grants.create_grant(
+        db, user_id="3", agent="a", client=f"x{hidden}y", client_id="client-1"
+    )
+    assert grant.client == "x\ufffdy"
+    assert grants.get_grant(db, grant.id).client == "x\ufffdy"

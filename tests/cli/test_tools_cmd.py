@@ -74,7 +74,7 @@ def test_call_refuses_a_name_no_agent_may_have_before_calling_and_escaped(agent,
         main([*call, "--app", str(TICKETS), "--db", str(db)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert "is no agent name: letters, digits" in err
+    assert "is no agent name: an agent name is 1 to 64 letters, digits" in err
     assert "\x1b" not in err
     assert not db.exists()  # refused as a usage error: no app opened, no audit row
 

@@ -10,6 +10,7 @@ subset of the suite runs, on whichever worker.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from tests.doc_examples import ROOT, doc_actions, doc_block, doc_blocks, fenced
@@ -41,7 +42,8 @@ def _blocks_taken(taker: str, args: list[str]) -> tuple[str, list[str]]:
     return "python", list(doc_actions(*args).values())
 
 
-def taken() -> set[tuple[str, str, str]]:
+@functools.cache
+def taken() -> frozenset[tuple[str, str, str]]:
     """(page, language, block) of every block some test takes."""
     found: set[tuple[str, str, str]] = set()
     for file in sorted((ROOT / "tests").rglob("test*.py")):
@@ -70,7 +72,7 @@ def taken() -> set[tuple[str, str, str]]:
             )
             language, blocks = _blocks_taken(node.func.id, args)  # type: ignore[arg-type]
             found.update((args[0], language, block) for block in blocks)
-    return found
+    return frozenset(found)
 
 
 def test_every_python_block_of_the_docs_is_run_by_a_test_or_says_why_not() -> None:

@@ -71,6 +71,19 @@ def test_revoke_refuses_the_next_call_and_only_the_owner_can(t):
     assert "No agent acts for you" in alice.get("/_rastrillo/agents").text
 
 
+@pytest.mark.parametrize("grant_id", ["%00", "%ED%A0%80", "a" * 5000])
+def test_revoking_what_is_no_grant_id_is_revoking_no_grant(tmp_path, db_url, caplog, grant_id):
+    """The router decodes the path: a NUL (PostgreSQL refuses it in text) or a byte that
+    is no UTF-8 reaches the page as the id. The answer is the one for another's grant."""
+    with TestApp(make_app(tmp_path / "app"), tmp_path, db=db_url) as t:
+        alice = signed_in(t, "3")
+        token = new_token(alice)
+        answer = alice.post(f"/_rastrillo/agents/{grant_id}/revoke", follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/_rastrillo/agents"
+        assert mcp(t, token) == 200
+    assert "Traceback" not in caplog.text and "Error" not in caplog.text
+
+
 def test_the_page_is_for_a_signed_in_user_and_its_posts_are_csrf_checked(t):
     anonymous = t.browser()
     assert anonymous.get("/_rastrillo/agents", follow_redirects=False).status_code == 303

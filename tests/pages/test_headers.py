@@ -9,11 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 from httpx import Headers
+from starlette.testclient import TestClient
 
+import rastrillo
 from rastrillo.cli.new import scaffold
 from rastrillo.loader import load_options
 from rastrillo.pages.console import CONSOLE_PATH
 from rastrillo.pages.headers import FRAMEWORK_PREFIX, HEADERS
+from rastrillo.storage import DatabaseUnavailable
 from rastrillo.testing import TestApp, live_server
 from tests.support import TLS, write_app
 from tests.tools._tools_app import app_options
@@ -133,6 +136,24 @@ def test_every_response_under_the_framework_prefix_has_them_oauth_endpoints_too(
     for answer in answers:
         assert answer.request.url.path.startswith(FRAMEWORK_PREFIX)
         expect_secured(answer.headers)
+
+
+def test_a_503_while_the_oauth_endpoints_are_built_has_them_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoints are built at the first request to one; a database that cannot serve
+    then is answered 503 there, before the endpoint, and that answer is a framework page's."""
+    from rastrillo.agents import oauth
+
+    def unavailable(*args: object) -> None:
+        raise DatabaseUnavailable("the database does not answer")
+
+    monkeypatch.setattr(oauth, "Authority", unavailable)
+    app = rastrillo.handler(dataclasses.replace(app_options(tmp_path), mcp=True))
+    with TestClient(app, base_url=app.origin) as client:
+        answer = client.post("/_rastrillo/oauth/token", data={"grant_type": "authorization_code"})
+    assert answer.status_code == 503 and answer.headers["retry-after"]
+    expect_secured(answer.headers)
 
 
 PAGE = {

@@ -396,7 +396,6 @@ arg_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,63}", fullmatch=True)
 words = st.text(st.characters(codec="utf-8"), max_size=40)
 # Built once, not inside each draw (hypothesis would work each out again per example).
 descriptions = words.filter(str.strip)
-path_args = strategies.args().filter(lambda a: a.required and a.type is not bool)
 
 
 @st.composite
@@ -413,7 +412,7 @@ def declarations(draw: st.DrawFn) -> tuple[str, str, str]:
         if draw(st.booleans()):
             declared[name] = draw(words)
         elif name in params:
-            declared[name] = draw(path_args)
+            declared[name] = draw(strategies.PATH_ARGS)
         else:
             declared[name] = draw(strategies.args())
     description = draw(descriptions)

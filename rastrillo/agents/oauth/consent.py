@@ -16,7 +16,6 @@ from mcp.server.auth.provider import construct_redirect_uri
 from mcp.shared.auth import OAuthClientInformationFull
 from sqlalchemy import select, update
 
-from rastrillo.actor import Actor
 from rastrillo.agents import grants
 from rastrillo.agents.tables import authorizations_table, clients_table
 from rastrillo.sessions.store import holds_session, secret_digest
@@ -142,11 +141,6 @@ def allow(
     that one of the user's live grants has (in any case). The grant itself is made when
     the code is traded, and refused then if the name was taken in between.
     """
-    if not Actor.agent(agent).is_named_agent:
-        raise BadAgentName(
-            "An agent name is 1 to 64 letters, digits, '_', '.' or '-', "
-            "starting with a letter or digit."
-        )
     try:
         grants.check_agent_name(agent)
     except grants.GrantError as exc:
