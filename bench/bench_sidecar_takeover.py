@@ -49,7 +49,11 @@ def holding(ctx):
 
 OPTIONS = rastrillo.Options(
     db="takeover.db",
-    sidecar=Sidecar(pass_fn=holding, lease_ttl=float(os.environ["TTL"])),
+    sidecar=Sidecar(
+        pass_fn=holding,
+        lease_ttl=float(os.environ["TTL"]),
+        shutdown_grace=float(os.environ["TTL"]) * 0.3,  # must be under a third of the ttl
+    ),
 )
 sys.exit(rastrillo.run(OPTIONS, ["sidecar", "run"]))
 """

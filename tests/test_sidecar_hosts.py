@@ -73,7 +73,8 @@ HOST = textwrap.dedent(
             mark("end")
 
 
-    sidecar = Sidecar(pass_fn=release, lease_ttl=float(os.environ["TTL"]))
+    ttl = float(os.environ["TTL"])
+    sidecar = Sidecar(pass_fn=release, lease_ttl=ttl, shutdown_grace=ttl * 0.3)
     options = dataclasses.replace(tickets.OPTIONS, db=os.environ["DB"], sidecar=sidecar)
     sys.exit(rastrillo.run(options, ["sidecar", "run"]))
     """

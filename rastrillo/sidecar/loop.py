@@ -91,7 +91,8 @@ class Sidecar:
     ``Options(sidecar=fn)`` is shorthand for ``Options(sidecar=Sidecar(pass_fn=fn))``.
     ``name`` keys the lease and the recorded state: of the sidecars of one name, one
     runs passes at a time (two apps never share a database). ``lease_ttl`` bounds how
-    long a standby waits for a dead holder; it must comfortably exceed a database write.
+    long a standby waits for a dead holder; it must comfortably exceed a database write,
+    and ``shutdown_grace`` must end within its last third (`refuse_overlapping_grace`).
     """
 
     pass_fn: PassFunction
@@ -99,6 +100,28 @@ class Sidecar:
     jitter: bool = False
     lease_ttl: float = 60.0
     shutdown_grace: float = SHUTDOWN_GRACE
+
+    def __post_init__(self) -> None:
+        refuse_overlapping_grace(self.lease_ttl, self.shutdown_grace)
+
+
+def refuse_overlapping_grace(lease_ttl: float, shutdown_grace: float) -> None:
+    """Refuse a grace that lets a standby start a pass beside one still running.
+
+    A holder is sure of its lease for two thirds of the ttl after the last renewal it
+    sent, and may ask its pass to stop as late as then: a signal after a renewal that
+    failed, or the lease lost. The pass then runs for up to the grace, after which the
+    process exits; a standby may take the lease a ttl after that renewal. So the grace
+    must end within the last third. Renewing during the grace would not lift this: a
+    lost lease cannot be renewed.
+    """
+    if not shutdown_grace < lease_ttl / 3:
+        raise ConfigError(
+            f"the sidecar's shutdown_grace ({shutdown_grace:g} s) must be under a third of "
+            f"its lease_ttl ({lease_ttl:g} s), or a standby may start a pass beside one still "
+            f"finishing: lower shutdown_grace below {lease_ttl / 3:g} s, or raise lease_ttl "
+            f"above {shutdown_grace * 3:g} s"
+        )
 
 
 def as_sidecar(value: object) -> Sidecar | None:
@@ -205,6 +228,8 @@ class SidecarLoop:
         sleeper: Sleeper = event_sleep,
         rng: random.Random | None = None,
     ) -> None:
+        if lease is not None:
+            refuse_overlapping_grace(lease.ttl, shutdown_grace)
         self.pass_fn = pass_fn
         self.db = db
         self.lease = lease

@@ -37,7 +37,7 @@ def test_a_sidecar_that_cannot_take_the_lease_logs_the_real_error(
         "BEGIN SELECT RAISE(ABORT, 'disk quota exceeded'); END"
     )
     ran: list[PassContext] = []
-    loop = SidecarLoop(ran.append, db=db, lease=Lease(db, ttl=30), sleeper=stop)
+    loop = SidecarLoop(ran.append, db=db, lease=Lease(db, ttl=60), sleeper=stop)
     assert run_until_sleep(loop) == 0
     assert ran == []
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from rastrillo.sidecar import Lease, PassContext, SidecarLoop
+from rastrillo.errors import ConfigError
+from rastrillo.sidecar import Lease, PassContext, Sidecar, SidecarLoop
 from rastrillo.sidecar.lease import lease_table
+from rastrillo.sidecar.loop import EXIT_ABANDONED
 from rastrillo.storage import Database
 from rastrillo.testing import ManualClock
 
@@ -74,14 +76,25 @@ class Race:
     started, and whether the lease row then named this holder unexpired.
 
     ``passes_return``: each pass returns at once (time stands still while it runs), rather
-    than running until it is told to stop (time moves on while it runs)."""
+    than running until it is told to stop (time moves on while it runs). ``stubborn``: once
+    told to stop, the pass runs on (time moves on through the grace) rather than returning."""
 
-    def __init__(self, tmp_path: Path, script: list[Step], *, passes_return: bool) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        script: list[Step],
+        *,
+        passes_return: bool,
+        stubborn: bool = False,
+        shutdown_grace: float = 15.0,
+    ) -> None:
         self.clock = ManualClock()
         self.db = Database(str(tmp_path / "race.db"), clock=self.clock)
         self.db.open()
         self.script = script
         self.passes_return = passes_return
+        self.stubborn = stubborn
+        self.shutdown_grace = shutdown_grace
         self.passes: list[tuple[float, bool]] = []
         self.running: PassContext | None = None
 
@@ -95,7 +108,7 @@ class Race:
     async def sleep(self, seconds: float, wake: asyncio.Event) -> None:
         holding = self.loop._holding  # the hold in flight: time stands still until it settles
         pass_running = wake is not self.loop._stop
-        if pass_running and self.told_to_stop():
+        if pass_running and self.told_to_stop() and not self.stubborn:
             await wake.wait()  # it returns with no time passing
         elif holding is not None and not holding.done():
             hangs = asyncio.ensure_future(self.lease.hanging.wait())
@@ -124,6 +137,7 @@ class Race:
                 lease=self.lease,
                 clock=self.clock,
                 sleeper=self.sleep,
+                shutdown_grace=self.shutdown_grace,
             )
             return await self.loop.run(handle_signals=False)
 
@@ -193,3 +207,57 @@ def test_a_renewal_that_fails_keeps_the_lease_only_until_two_thirds_of_the_ttl(
     assert told == [(True, told_at)]
     assert "lease renewal failed (OSError: the database is unreachable)" in caplog.text
     assert "lease lost during a pass" in caplog.text
+
+
+def test_a_pass_that_ignores_a_lost_lease_is_abandoned_before_a_standby_can_take_it(
+    tmp_path: Path,
+) -> None:
+    # The worst case the longest grace allowed meets: the renewal sent at 20 hangs, so at 40
+    # the pass is told to stop, and it runs on through the whole grace. The loop abandons it
+    # (the process exits) while the row is still this holder's, so no standby's pass starts
+    # beside it. At a grace of 20 the row would lapse as the pass is abandoned: refused below.
+    grace = TTL / 3 - 0.001
+    race = Race(tmp_path, [0.0, HANG], passes_return=False, stubborn=True, shutdown_grace=grace)
+    finish = threading.Event()
+
+    def stubborn_pass(ctx: PassContext) -> None:
+        finish.wait(SAFETY)
+
+    try:
+        assert race.run(stubborn_pass) == EXIT_ABANDONED
+        assert race.clock.monotonic() - 1000.0 == pytest.approx(40.0 + grace)
+        assert race.held_now()
+        assert not Lease(race.db, ttl=TTL).hold()  # a standby looking now
+    finally:
+        race.lease.unhang.set()
+        finish.set()
+
+
+REFUSED = (
+    r"shutdown_grace \({grace} s\) must be under a third of its lease_ttl \({ttl} s\), or a"
+    r" standby may start a pass beside one still finishing: lower shutdown_grace below {third}"
+    r" s, or raise lease_ttl"
+)
+
+
+@pytest.mark.parametrize("grace", [TTL / 3, TTL, float("nan")])
+def test_a_grace_that_could_outlast_the_lease_is_refused_at_start(
+    tmp_path: Path, grace: float
+) -> None:
+    refused = REFUSED.format(grace=f"{grace:g}", ttl="60", third="20")
+    with pytest.raises(ConfigError, match=refused):
+        Sidecar(pass_fn=lambda ctx: None, lease_ttl=TTL, shutdown_grace=grace)
+    db = Database(str(tmp_path / "app.db"))
+    with pytest.raises(ConfigError, match=refused):
+        SidecarLoop(lambda ctx: None, db=db, lease=Lease(db, ttl=TTL), shutdown_grace=grace)
+
+
+def test_the_default_grace_needs_a_lease_ttl_over_45_seconds(tmp_path: Path) -> None:
+    db = Database(str(tmp_path / "app.db"))
+    assert Sidecar(pass_fn=lambda ctx: None, lease_ttl=45.001).shutdown_grace == 15.0
+    assert SidecarLoop(lambda ctx: None, db=db, lease=Lease(db, ttl=45.001)).shutdown_grace == 15.0
+    refused = REFUSED.format(grace="15", ttl="45", third="15")
+    with pytest.raises(ConfigError, match=refused):
+        Sidecar(pass_fn=lambda ctx: None, lease_ttl=45)
+    with pytest.raises(ConfigError, match=refused):
+        SidecarLoop(lambda ctx: None, db=db, lease=Lease(db, ttl=45))

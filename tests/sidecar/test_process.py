@@ -178,16 +178,18 @@ def test_sidecar_run_without_a_sidecar_fails_saying_so_before_it_starts(
 def test_two_processes_never_run_passes_at_once_and_a_standby_takes_over(
     started: Callable[..., Sidecar], workdir: Path
 ) -> None:
-    ttl = 1.0
-    a = started("busy", ttl=ttl)
+    # A graceful exit waits for the pass and the lease's release, each within the grace,
+    # which must be under a third of the ttl: 0.9 s gives a loaded machine time for both.
+    ttl, grace = 3.0, 0.9
+    a = started("busy", ttl=ttl, grace=grace)
     a.until(lambda: a.marks())
-    b = started("busy", ttl=ttl)
+    b = started("busy", ttl=ttl, grace=grace)
     b.until(lambda: "standby" in b.log)
     seen = len(a.marks())
     a.until(lambda: len(a.marks()) >= seen + 40)  # twenty passes of a's while b stands by
     assert b.marks() == []
     # One line, however many looks at the lease. (Once b holds it, a loaded machine may
-    # starve b past its one-second lease, and b stands by again, saying so.)
+    # starve b past its lease, and b stands by again, saying so.)
     assert b.log.count("sidecar: standby") == 1
     a.signal(signal.SIGTERM)
     assert a.wait() == 0
@@ -207,10 +209,10 @@ def test_two_processes_never_run_passes_at_once_and_a_standby_takes_over(
 def test_a_holder_killed_with_sigkill_is_taken_over_once_its_lease_expires(
     started: Callable[..., Sidecar],
 ) -> None:
-    ttl = 1.0
-    a = started("busy", ttl=ttl)
+    ttl, grace = 1.5, 0.45  # the grace under a third of the ttl, for b's exit
+    a = started("busy", ttl=ttl, grace=grace)
     a.until(lambda: a.marks())
-    b = started("busy", ttl=ttl)
+    b = started("busy", ttl=ttl, grace=grace)
     b.until(lambda: "standby" in b.log)
     a.proc.kill()
     killed = time.monotonic()

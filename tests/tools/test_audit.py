@@ -189,7 +189,7 @@ def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path, kind
             seen_in_handle.extend(
                 other.execute(
                     "SELECT tool, user_id, approved_by, status FROM rastrillo_audit"
-                    " WHERE call_id = 'early-1'"
+                    " WHERE call_id = 'early-1' ORDER BY id"
                 )
             )
 
@@ -214,8 +214,12 @@ def test_an_approved_writes_row_is_on_disk_before_its_handle_runs(tmp_path, kind
         call_id="early-1",
     )
     approved = _approved(app, call)
+    audit.flush(app.db)  # the proposal's row, queued, is on disk before the handle looks
     assert run(app, approved).text == "cancelled 7"
-    assert seen_in_handle == [("orders_id_cancel_post", "3", "3", None)]
+    assert seen_in_handle == [
+        ("orders_id_cancel_post", "3", None, None),  # the proposal, refused for confirmation
+        ("orders_id_cancel_post", "3", "3", None),
+    ]
     [row, _] = audit.latest(app.db, limit=2)
     assert (row.call_id, row.status, row.approved_by) == ("early-1", 200, "3")
     app.db.dispose()
@@ -883,6 +887,103 @@ def test_rows_an_interrupted_stop_did_not_log_are_logged_by_the_next(tmp_path, m
         rest: list[str] = []
         writer.abandon(lambda entry: rest.append(entry.call_id))
         assert (said, rest) == (["a"], ["b", "c"])
+    audit.flush(f.app.db)
+    f.app.db.dispose()
+
+
+class _HeldLogger(logging.Handler):
+    """Records which thread logged which row not written before exit. The first row the
+    ``held`` thread logs holds it inside the log call, ``holding`` set, until ``go_on``: a
+    hook the test controls, in place of a timed wait. ``moved`` is set at each row logged."""
+
+    def __init__(self, held: str, moved: threading.Event) -> None:
+        super().__init__()
+        self.held = held
+        self.moved = moved
+        self.logged: list[tuple[str, str]] = []
+        self.holding = threading.Event()
+        self.go_on = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "row not written before exit: " not in message:
+            return
+        call_id = json.loads(message.split("row not written before exit: ", 1)[1])["call_id"]
+        name = threading.current_thread().name
+        self.logged.append((name, call_id))
+        self.moved.set()
+        if name == self.held and not self.holding.is_set():
+            self.holding.set()
+            assert self.go_on.wait(SAFETY), "the test never let the held thread go on"
+
+
+class _Turnstile:
+    """A lock that sets ``moved`` as a thread arrives at it, before it waits there."""
+
+    def __init__(self, moved: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._moved = moved
+
+    def __enter__(self) -> None:
+        self._moved.set()
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+SAFETY = 60.0
+"""Real seconds a wait on another thread gives up after: only so that a failing run ends."""
+
+
+def test_two_stops_at_once_take_turns_and_each_logs_only_the_rows_left(tmp_path, monkeypatch):
+    """The lifespan's stop logs the rows the writer could not write while an embedder calls
+    ``audit.shutdown`` from another thread. The second waits for the first to finish, then
+    logs only the rows left: the one queued since. Before, each logged every row."""
+    monkeypatch.setattr(hooks, "_BUSY_TIMEOUT_MS", 50)  # the writer stuck sooner
+    f = build(tmp_path)
+
+    def read(call_id: str) -> None:
+        call = Call(tool="search_get", args={"q": "x", "page": "1"}, actor=AGENT, call_id=call_id)
+        run(f.app, f.defs, call)
+
+    moved = threading.Event()
+    logger = logging.getLogger("rastrillo.tools.audit")
+    seen = _HeldLogger("lifespan", moved)
+    logger.addHandler(seen)
+    stops = [
+        threading.Thread(target=audit.shutdown, kwargs={"timeout": 0}, name=name, daemon=True)
+        for name in ("lifespan", "embedder")
+    ]
+    for other in list(audit_writer.writers.values()):  # the stops log no earlier test's rows
+        other.wait(SAFETY)
+    try:
+        with _audit_locked(f.app.db) as writer_stuck:
+            for call_id in ("a", "b", "c"):
+                read(call_id)
+            until(writer_stuck, "the writer to wait for the lock")
+            writer = audit_writer.writers[id(f.app.db)]
+            monkeypatch.setattr(writer, "_abandoning", _Turnstile(moved))
+            stops[0].start()
+            assert seen.holding.wait(SAFETY), "the lifespan's stop logged no row"
+            read("d")  # a call made while it logs
+            moved.clear()
+            stops[1].start()
+            # The embedder's stop arrives at its turn, or (the bug) logs beside the held one.
+            assert moved.wait(SAFETY), "the embedder's stop neither waited its turn nor logged"
+            seen.go_on.set()
+            for stop in stops:
+                stop.join(SAFETY)
+            assert not any(stop.is_alive() for stop in stops)
+            assert seen.logged == [
+                ("lifespan", "a"),
+                ("lifespan", "b"),
+                ("lifespan", "c"),
+                ("embedder", "d"),
+            ]
+    finally:
+        seen.go_on.set()
+        logger.removeHandler(seen)
     audit.flush(f.app.db)
     f.app.db.dispose()
 
