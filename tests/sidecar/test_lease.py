@@ -241,7 +241,9 @@ def test_a_standby_looks_at_a_held_lease_once_a_quarter_of_its_ttl(
             if len(slept) == 4:
                 loop.request_stop()
 
-        loop = SidecarLoop(no_pass, db=db, lease=Looking(db, ttl=8), clock=clock, sleeper=sleep)
+        loop = SidecarLoop(
+            no_pass, db=db, lease=Looking(db, ttl=8), shutdown_grace=2, clock=clock, sleeper=sleep
+        )
         return await loop.run(handle_signals=False)
 
     assert asyncio.run(main()) == 0
