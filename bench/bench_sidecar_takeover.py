@@ -52,7 +52,7 @@ OPTIONS = rastrillo.Options(
     sidecar=Sidecar(
         pass_fn=holding,
         lease_ttl=float(os.environ["TTL"]),
-        shutdown_grace=float(os.environ["TTL"]) * 0.3,  # must be under a third of the ttl
+        shutdown_grace=float(os.environ["TTL"]) / 4,  # at most a quarter of the ttl
     ),
 )
 sys.exit(rastrillo.run(OPTIONS, ["sidecar", "run"]))

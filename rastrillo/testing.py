@@ -192,12 +192,15 @@ class _PromptServer(uvicorn.Server):
         self.settled = threading.Event()
         """Set once the server has started, or has ended without starting."""
         self.error: BaseException | None = None
-        """What ended it, to be raised in the test rather than lost in its thread."""
+        """What ended it before it started, raised in the test rather than lost in its
+        thread."""
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         try:
             super().run(sockets=sockets)
         except BaseException as exc:  # a SystemExit from a failed startup too
+            if self.started:
+                raise  # the thread's own error, as pytest reports one
             self.error = exc
         finally:
             self.settled.set()

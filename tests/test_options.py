@@ -105,7 +105,7 @@ def handle(ctx):
 """
 
 
-@pytest.mark.parametrize("mistake", ["setting", "tool field", "wrong kind"])
+@pytest.mark.parametrize("mistake", ["setting", "tool field", "wrong kind", "sidecar grace"])
 def test_python_app_py_says_a_misspelling_in_one_line(mistake, tmp_path):
     """Not a traceback through the framework, and not the same mistake twice."""
     if mistake == "wrong kind":
@@ -113,6 +113,18 @@ def test_python_app_py_says_a_misspelling_in_one_line(mistake, tmp_path):
             tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="approval_ttl=5,"
         )
         said = "Options.approval_ttl is a datetime.timedelta longer than zero, not 5"
+    elif mistake == "sidecar grace":
+        app_dir = write_app(
+            tmp_path / "app",
+            {"ok.GET.py": "def handle(ctx): ..."},
+            extra="sidecar=Sidecar(pass_fn=print, lease_ttl=30),",
+            prelude="from rastrillo.sidecar import Sidecar",
+        )
+        said = (
+            "the sidecar's shutdown_grace (15 s) must be at most a quarter of its lease_ttl "
+            "(30 s), or a standby may start a pass beside one still finishing: lower "
+            "shutdown_grace to 7.5 s, or raise lease_ttl to 60 s"
+        )
     elif mistake == "setting":
         app_dir = write_app(
             tmp_path / "app", {"ok.GET.py": "def handle(ctx): ..."}, extra="aproval_ttl=5,"

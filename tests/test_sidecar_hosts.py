@@ -74,7 +74,7 @@ HOST = textwrap.dedent(
 
 
     ttl = float(os.environ["TTL"])
-    sidecar = Sidecar(pass_fn=release, lease_ttl=ttl, shutdown_grace=ttl * 0.3)
+    sidecar = Sidecar(pass_fn=release, lease_ttl=ttl, shutdown_grace=ttl / 4)
     options = dataclasses.replace(tickets.OPTIONS, db=os.environ["DB"], sidecar=sidecar)
     sys.exit(rastrillo.run(options, ["sidecar", "run"]))
     """

@@ -31,7 +31,7 @@ from typing import Any, TypeVar, cast
 
 from rastrillo.awaitable import is_async_callable
 from rastrillo.clock import SYSTEM_CLOCK, Clock
-from rastrillo.errors import ConfigError
+from rastrillo.errors import ConfigError, one_line_if_it_ends_the_script
 from rastrillo.sidecar.lease import DEFAULT_NAME, Lease, record_pass
 from rastrillo.sidecar.planner import BACKOFF_CAP, POLL_FLOOR, Streaks, Wake, plan_next
 from rastrillo.storage import Database, DatabaseUnavailable
@@ -112,15 +112,17 @@ def refuse_overlapping_grace(lease_ttl: float, shutdown_grace: float) -> None:
     sent, and may ask its pass to stop as late as then: a signal after a renewal that
     failed, or the lease lost. The pass then runs for up to the grace, after which the
     process exits; a standby may take the lease a ttl after that renewal. So the grace
-    must end within the last third. Renewing during the grace would not lift this: a
-    lost lease cannot be renewed.
+    must end within the last third, and at most a quarter of the ttl leaves a twelfth
+    for a timer that fires late on a loaded machine. Renewing during the grace would not
+    lift this: a lost lease cannot be renewed.
     """
-    if not shutdown_grace < lease_ttl / 3:
+    if not shutdown_grace <= lease_ttl / 4:
+        one_line_if_it_ends_the_script()
         raise ConfigError(
-            f"the sidecar's shutdown_grace ({shutdown_grace:g} s) must be under a third of "
-            f"its lease_ttl ({lease_ttl:g} s), or a standby may start a pass beside one still "
-            f"finishing: lower shutdown_grace below {lease_ttl / 3:g} s, or raise lease_ttl "
-            f"above {shutdown_grace * 3:g} s"
+            f"the sidecar's shutdown_grace ({shutdown_grace:g} s) must be at most a quarter "
+            f"of its lease_ttl ({lease_ttl:g} s), or a standby may start a pass beside one "
+            f"still finishing: lower shutdown_grace to {lease_ttl / 4:g} s, or raise "
+            f"lease_ttl to {shutdown_grace * 4:g} s"
         )
 
 
@@ -242,6 +244,8 @@ class SidecarLoop:
         self.passes = 0
         self._renew_every = lease.ttl / 3 if lease else MAX_CHUNK
         self._renewed_at = -math.inf
+        self._last_held_at = math.inf
+        """The last renewal sent that held the lease, kept when the lease is lost."""
         self._lease_error: Exception | None = None
         self._holding: asyncio.Future[bool] | None = None
         """The last take or renewal of the lease, which may outlive a stop (see _release)."""
@@ -397,7 +401,7 @@ class SidecarLoop:
                 asked_at = self._ask_to_stop(ctx, cancel)
             timeout = None
             if asked_at is not None:
-                timeout = asked_at + self.shutdown_grace - self.clock.monotonic()
+                timeout = self._abandon_at(asked_at) - self.clock.monotonic()
                 if timeout <= 0:
                     return _Outcome(abandoned=True)
             watched: list[asyncio.Future[Any]] = [done, asyncio.ensure_future(self._force.wait())]
@@ -513,7 +517,17 @@ class SidecarLoop:
             return held
         self._lease_error = None
         self._renewed_at = sent if held else -math.inf
+        if held:
+            self._last_held_at = sent
         return self._surely_held_for() > 0
+
+    def _abandon_at(self, asked_at: float) -> float:
+        """When a pass asked to stop at ``asked_at`` is abandoned: a grace after the ask,
+        and with a lease a grace after it stopped being surely held at the latest, so that
+        a timer that asked late does not carry the pass past a standby's takeover."""
+        if self.lease is not None:
+            asked_at = min(asked_at, self._last_held_at + self.lease.ttl * 2 / 3)
+        return asked_at + self.shutdown_grace
 
     def _surely_held_for(self) -> float:
         """Seconds the lease is still surely this process's: two thirds of the ttl after the

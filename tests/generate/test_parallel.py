@@ -337,15 +337,11 @@ def test_a_child_reaped_by_the_kernel_is_not_signalled_by_its_number_given_again
     go to a new process; the cleanup after an early stop must not kill that stranger.
     Run as the first process of a new PID namespace, where the number the next process
     gets can be set (``ns_last_pid``: root only), so the stranger gets the child's."""
-    probe = ["unshare", "--pid", "--fork", "--mount-proc", "true"]
-    try:
-        usable = subprocess.run(probe, capture_output=True).returncode == 0
-    except FileNotFoundError:
-        usable = False
-    if not usable or os.geteuid() != 0:
-        missing("root and unshare(1), for a PID namespace of its own")
+    namespace = _pid_namespace()
+    if namespace is None:
+        missing("unshare(1) and a PID namespace of its own (as root, or in a user namespace)")
     shown = subprocess.run(
-        [*probe[:-1], sys.executable, "-c", NUMBER_GIVEN_AGAIN],
+        [*namespace, sys.executable, "-c", NUMBER_GIVEN_AGAIN],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
@@ -355,3 +351,17 @@ def test_a_child_reaped_by_the_kernel_is_not_signalled_by_its_number_given_again
     child, stranger, answered = shown.split()
     assert child == stranger  # the stranger has the child's number
     assert answered == "True"  # and is alive
+
+
+def _pid_namespace() -> list[str] | None:
+    """The command that runs a program as the first process of a new PID namespace, where
+    it may set ``ns_last_pid``: as root, or as root of a new user namespace (any user, where
+    the kernel allows those); None where neither can be made."""
+    plain = ["unshare", "--pid", "--fork", "--mount-proc"]
+    for command in (plain, ["unshare", "--user", "--map-root-user", *plain[1:]]):
+        try:
+            if subprocess.run([*command, "true"], capture_output=True).returncode == 0:
+                return command
+        except FileNotFoundError:
+            return None
+    return None

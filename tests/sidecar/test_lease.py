@@ -131,7 +131,7 @@ def test_a_holder_that_loses_the_lease_mid_pass_asks_the_pass_to_stop(
             told_to_stop.append(ctx.stopping.wait(5))
             aio.call_soon_threadsafe(loop.request_stop)
 
-        loop = SidecarLoop(long_pass, db=db, lease=Lease(db, ttl=3), shutdown_grace=0.9)
+        loop = SidecarLoop(long_pass, db=db, lease=Lease(db, ttl=3), shutdown_grace=0.75)
         return await loop.run(handle_signals=False)
 
     assert asyncio.run(main()) == 0

@@ -179,8 +179,8 @@ def test_two_processes_never_run_passes_at_once_and_a_standby_takes_over(
     started: Callable[..., Sidecar], workdir: Path
 ) -> None:
     # A graceful exit waits for the pass and the lease's release, each within the grace,
-    # which must be under a third of the ttl: 0.9 s gives a loaded machine time for both.
-    ttl, grace = 3.0, 0.9
+    # which may be at most a quarter of the ttl: 1 s gives a loaded machine time for both.
+    ttl, grace = 4.0, 1.0
     a = started("busy", ttl=ttl, grace=grace)
     a.until(lambda: a.marks())
     b = started("busy", ttl=ttl, grace=grace)
@@ -209,7 +209,7 @@ def test_two_processes_never_run_passes_at_once_and_a_standby_takes_over(
 def test_a_holder_killed_with_sigkill_is_taken_over_once_its_lease_expires(
     started: Callable[..., Sidecar],
 ) -> None:
-    ttl, grace = 1.5, 0.45  # the grace under a third of the ttl, for b's exit
+    ttl, grace = 2.0, 0.5  # the grace at most a quarter of the ttl, for b's exit
     a = started("busy", ttl=ttl, grace=grace)
     a.until(lambda: a.marks())
     b = started("busy", ttl=ttl, grace=grace)
