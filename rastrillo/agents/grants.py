@@ -104,10 +104,10 @@ Kind = Literal["access", "refresh", "personal"]
 _PREFIX: dict[Kind, str] = {"access": "rst_at_", "refresh": "rst_rt_", "personal": "rst_pt_"}
 _TOKEN = re.compile(r"rst_(?:at|rt|pt)_[A-Za-z0-9_-]{43}")
 _CLIENT_MAX = 100
-_UNPRINTABLE = re.compile(f"{UNSAFE_TEXT}|[\t\n\u2028\u2029]")
+_UNPRINTABLE = re.compile(f"{UNSAFE_TEXT}|[\t\n]")
 """What a client's name keeps none of: what no text value holds, and no tab or line break
-(Unicode's line and paragraph separators too) in a name the agents page and ``agents list``
-show on one line."""
+in a name the agents page and ``agents list`` show on one line. (Unicode's line and
+paragraph separators are kept: the pages show each as a labelled mark.)"""
 # "Last used" is for a person reading the agents page: a write at most once a
 # minute per grant keeps a busy agent from writing on every call.
 _TOUCH_EVERY = timedelta(minutes=1)
