@@ -313,8 +313,10 @@ class SidecarLoop:
                 first=self.passes == 0,
                 db=self.db,
             )
-            self.passes += 1
             unavailable = await self._database_unavailable()
+            if self.lease is not None and self._surely_held_for() <= 0:
+                continue  # the lease lapsed while the database was looked at: take it first
+            self.passes += 1
             outcome = _Outcome(error=unavailable) if unavailable else await self._run_pass(ctx)
             duration_ms = (self.clock.monotonic() - started) * 1000
             if outcome.abandoned or outcome.forced:

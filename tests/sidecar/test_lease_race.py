@@ -267,3 +267,32 @@ def test_the_default_grace_needs_a_lease_ttl_of_60_seconds(tmp_path: Path) -> No
         Sidecar(pass_fn=lambda ctx: None, lease_ttl=59)
     with pytest.raises(ConfigError, match=refused):
         SidecarLoop(lambda ctx: None, db=db, lease=Lease(db, ttl=59))
+
+
+def test_no_pass_starts_on_a_lease_that_lapsed_while_the_database_was_looked_at(
+    tmp_path: Path,
+) -> None:
+    # Taken at 0, surely held until 40; the look at the database before the pass answers at
+    # 56. A pass started then would be past its grace before its first step (abandoned, the
+    # process exiting 1): the lease is taken again first, and the pass runs on it.
+    race = Race(tmp_path, [0.0], passes_return=False)
+    looked: list[float] = []
+    check = race.db.check
+
+    def slow_check() -> None:
+        looked.append(race.clock.monotonic() - 1000.0)
+        if len(looked) == 1:
+            race.clock.advance(56.0)
+        check()
+
+    race.db.check = slow_check  # type: ignore[method-assign]
+
+    def one_pass(ctx: PassContext) -> None:
+        race.record()
+        race.stop()
+        assert ctx.stopping.wait(SAFETY)
+
+    assert race.run(one_pass) == 0
+    assert race.passes == [(56.0, True)]
+    assert looked == [0.0, 56.0]
+
