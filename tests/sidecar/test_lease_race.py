@@ -295,4 +295,3 @@ def test_no_pass_starts_on_a_lease_that_lapsed_while_the_database_was_looked_at(
     assert race.run(one_pass) == 0
     assert race.passes == [(56.0, True)]
     assert looked == [0.0, 56.0]
-
