@@ -669,17 +669,10 @@ def _usable(row: RowMapping, now: datetime) -> bool:
 
 
 def _live_grant(conn: Connection, grant_id: str) -> Grant:
-    row = (
-        conn.execute(
-            select(grants_table).where(
-                grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)
-            )
-        )
-        .mappings()
-        .first()
-        if is_grant_id(grant_id)
-        else None
-    )
+    row = None
+    if is_grant_id(grant_id):  # anything else is no grant, and never reaches the database
+        live = grants_table.c.id == grant_id, grants_table.c.revoked_at.is_(None)
+        row = conn.execute(select(grants_table).where(*live)).mappings().first()
     if row is None:
         raise GrantError("the grant does not exist or was revoked")
     return _grant(row)
